@@ -1,0 +1,5 @@
+"""One interface over a local folder and S3, plus the run layout both share."""
+
+from gdpval.storage.base import NotFound, Storage, StorageError, open_storage
+
+__all__ = ["NotFound", "Storage", "StorageError", "open_storage"]
