@@ -6,8 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 
+from gdpval.errors import GdpvalError
 
-class StorageError(Exception):
+
+class StorageError(GdpvalError):
     """A storage problem with a message that says what to fix."""
 
 

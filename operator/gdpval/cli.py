@@ -1,0 +1,287 @@
+"""The `gdpval` command line: thin commands over the runner, storage and submission modules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from gdpval.errors import GdpvalError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
+submission_app = typer.Typer(no_args_is_help=True, help="Build or inspect a submission package.")
+app.add_typer(submission_app, name="submission")
+err = Console(stderr=True)
+
+DEFAULT_DATASET = "openai-mirror/gdpval"
+DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
+
+Output = Annotated[str, typer.Option("--output", "-o", help="Local folder or s3://bucket/prefix.")]
+RunName = Annotated[str, typer.Option("--run-name", help="Name of the run; re-using it resumes the run.")]
+Dataset = Annotated[str, typer.Option(help="ModelScope dataset id, local folder (HF layout) or s3:// prefix.")]
+Revision = Annotated[Optional[str], typer.Option(help="Dataset revision to pin (default: latest, or the run's).")]
+Split = Annotated[str, typer.Option(help="Dataset split.")]
+Model = Annotated[str, typer.Option(help="Model name sent to the endpoint.")]
+BaseUrl = Annotated[Optional[str], typer.Option(help="OpenAI-compatible base URL (or OPENAI_BASE_URL).")]
+Temperature = Annotated[Optional[float], typer.Option(help="Sampling temperature.")]
+MaxTokens = Annotated[Optional[int], typer.Option(help="max_tokens per model response.")]
+ExtraBody = Annotated[Optional[str], typer.Option(help="JSON object merged into every request body.")]
+MaxSteps = Annotated[int, typer.Option(min=1, help="Model turns before a sample fails.")]
+CommandTimeout = Annotated[float, typer.Option(min=1, help="Seconds before a tool command is killed.")]
+SampleDeadline = Annotated[Optional[float], typer.Option(min=1, help="Wall-clock seconds per sample attempt.")]
+Network = Annotated[bool, typer.Option("--network/--no-network", help="Let sandboxes reach the network.")]
+Limit = Annotated[Optional[int], typer.Option(min=1, help="Run at most this many tasks.")]
+TaskIds = Annotated[Optional[list[str]], typer.Option("--task-id", help="Only this task (repeatable).")]
+Sectors = Annotated[Optional[list[str]], typer.Option("--sector", help="Only tasks of this sector (repeatable).")]
+Occupations = Annotated[Optional[list[str]], typer.Option("--occupation", help="Only this occupation (repeatable).")]
+Repeats = Annotated[int, typer.Option(min=1, help="Samples per task.")]
+CacheDir = Annotated[Path, typer.Option(help="Where dataset files are cached.")]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "run"
+
+
+def _json_object(text: str | None, flag: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GdpvalError(f"{flag} is not valid JSON ({exc.msg}); pass an object such as '{{\"top_p\": 0.9}}'") from None
+    if not isinstance(value, dict):
+        raise GdpvalError(f"{flag} must be a JSON object")
+    return value
+
+
+def _settings(p: dict[str, Any]):
+    from gdpval.manifest import AgentSettings, ModelSettings, Selection
+
+    selection = Selection(
+        limit=p["limit"],
+        task_ids=p["task_id"] or [],
+        sectors=p["sector"] or [],
+        occupations=p["occupation"] or [],
+        repeats=p["repeats"],
+    )
+    model = ModelSettings(
+        name=p["model"],
+        base_url=p["base_url"],
+        temperature=p["temperature"],
+        max_tokens=p["max_tokens"],
+        extra_body=_json_object(p["extra_body"], "--extra-body"),
+    )
+    agent = AgentSettings(
+        max_steps=p["max_steps"],
+        command_timeout=p["command_timeout"],
+        sample_deadline=p["sample_deadline"],
+        network=p["network"],
+        **{k: v for k, v in (("max_deliverable_bytes", p.get("max_deliverable_bytes")), ("max_deliverable_files", p.get("max_deliverable_files"))) if v},
+    )
+    return selection, model, agent
+
+
+def _prepare(storage, params: dict[str, Any], mirror: bool):
+    """Load the dataset (pinned to the run's revision on resume), plan, and save or resume."""
+    from gdpval.dataset.loader import load_dataset
+    from gdpval.manifest import RunRecord
+    from gdpval.runner.prepare import mirror_references, plan, save_or_resume
+    from gdpval.storage import NotFound, layout
+
+    revision = params["revision"]
+    try:
+        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(params["run_name"])))
+        revision = revision or stored.dataset.revision
+    except NotFound:
+        pass
+    dataset = load_dataset(params["dataset"], revision=revision, split=params["split"], cache_dir=params["cache_dir"])
+    selection, model, agent = _settings(params)
+    record, entries = plan(params["run_name"], dataset, params["split"], selection, model, agent)
+    if mirror:
+        entries = mirror_references(storage, dataset, entries)
+    record, entries, resumed = save_or_resume(storage, record, entries)
+    return dataset, record, entries, resumed
+
+
+@app.command()
+def run(
+    model: Model,
+    output: Output = "./gdpval-output",
+    run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: from the model name); re-using it resumes.")] = None,
+    dataset: Dataset = DEFAULT_DATASET,
+    revision: Revision = None,
+    split: Split = "train",
+    base_url: BaseUrl = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    extra_body: ExtraBody = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Samples running at once.")] = 4,
+    max_steps: MaxSteps = 250,
+    command_timeout: CommandTimeout = 180.0,
+    sample_deadline: SampleDeadline = None,
+    network: Network = False,
+    isolation: Annotated[str, typer.Option(help="Sandbox isolation: auto, bwrap or none.")] = "auto",
+    limit: Limit = None,
+    task_id: TaskIds = None,
+    sector: Sectors = None,
+    occupation: Occupations = None,
+    repeats: Repeats = 1,
+    retry_failed: Annotated[bool, typer.Option(help="On resume, also run again samples whose result is a failure.")] = False,
+    max_deliverable_mb: Annotated[Optional[int], typer.Option(min=1, help="Largest deliverable file kept, in MiB.")] = None,
+    max_deliverable_files: Annotated[Optional[int], typer.Option(min=1, help="Most deliverable files kept per sample.")] = None,
+    cache_dir: CacheDir = DEFAULT_CACHE,
+    preflight: Annotated[bool, typer.Option(help="Check the model endpoint before starting.")] = True,
+) -> None:
+    """Run GDPval samples in local sandboxes and build the submission."""
+    from gdpval.agent.client import make_client
+    from gdpval.agent.client import preflight as check_endpoint
+    from gdpval.runner.local import LocalOptions, LocalRunner, pending
+    from gdpval.runner.progress import Progress, Tally
+    from gdpval.storage import open_storage, layout
+    from gdpval.submission.build import build_submission
+
+    params = dict(locals())
+    params["run_name"] = run_name = run_name or slug(model)
+    params["max_deliverable_bytes"] = max_deliverable_mb * 1024 * 1024 if max_deliverable_mb else None
+    if isolation not in ("auto", "bwrap", "none"):
+        raise GdpvalError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    storage = open_storage(output)
+    storage.check()
+    client = make_client(base_url)
+    loaded, record, entries, resumed = _prepare(storage, params, mirror=False)
+    if preflight:
+        check_endpoint(client, model)
+    todo = pending(entries, list(storage.list(layout.sample_root(run_name, "").rstrip("/"))), retry_failed, storage, run_name)
+    out = Console()
+    out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
+    tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
+    with Progress(tally, out) as progress:
+        runner = LocalRunner(storage, record, loaded, client, LocalOptions(concurrency, isolation, retry_failed), progress.event)
+        runner.run(todo)
+    info = build_submission(storage, run_name)
+    out.print(f"submission: {info.uri}  ({_summary(info)})", highlight=False)
+    if tally.crashed:
+        err.print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
+        raise typer.Exit(3)
+
+
+def _summary(info) -> str:
+    data = info.model_dump() if hasattr(info, "model_dump") else dict(info)
+    counts = data.get("counts", data)
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int | float))
+
+
+@app.command()
+def prepare(
+    run_name: RunName,
+    output: Output,
+    model: Model,
+    dataset: Dataset = DEFAULT_DATASET,
+    revision: Revision = None,
+    split: Split = "train",
+    base_url: BaseUrl = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    extra_body: ExtraBody = None,
+    max_steps: MaxSteps = 250,
+    command_timeout: CommandTimeout = 180.0,
+    sample_deadline: SampleDeadline = None,
+    network: Network = False,
+    limit: Limit = None,
+    task_id: TaskIds = None,
+    sector: Sectors = None,
+    occupation: Occupations = None,
+    repeats: Repeats = 1,
+    cache_dir: CacheDir = DEFAULT_CACHE,
+) -> None:
+    """Pin the dataset, choose samples, mirror references and write the manifest (the prepare Job)."""
+    from gdpval.storage import open_storage
+
+    storage = open_storage(output)
+    storage.check()
+    _, record, entries, resumed = _prepare(storage, dict(locals()), mirror=True)
+    print(json.dumps({"run": record.run_name, "samples": len(entries), "revision": record.dataset.revision, "resumed": resumed}))
+
+
+@app.command()
+def stage(
+    run_name: RunName,
+    output: Output,
+    sample: Annotated[str, typer.Option(help="Sample id from the manifest.")],
+    dest: Annotated[Path, typer.Option(help="Folder to lay out as <hash>/<name>.")] = Path("/reference_files"),
+) -> None:
+    """Copy one sample's reference files from storage (the stage init container)."""
+    from gdpval.runner.pod import stage as stage_refs
+    from gdpval.storage import open_storage
+
+    staged = stage_refs(open_storage(output), run_name, sample, dest)
+    print(json.dumps({"sample": sample, "staged": len(staged)}))
+
+
+@app.command(name="sample")
+def sample_cmd(
+    run_name: RunName,
+    output: Output,
+    sample: Annotated[str, typer.Option(help="Sample id from the manifest.")],
+    attempt: Annotated[int, typer.Option(min=1, help="Attempt number.")],
+    sandbox: Annotated[str, typer.Option(help="Tool server address.")] = "http://127.0.0.1:7000",
+) -> None:
+    """Run one sample attempt against the sidecar sandbox and commit it (the agent container)."""
+    from gdpval.runner.pod import run_sample
+    from gdpval.storage import open_storage
+
+    result = run_sample(open_storage(output), run_name, sample, attempt, sandbox)
+    print(json.dumps({"sample": sample, "attempt": attempt, "status": result.status.value, "error_kind": result.error_kind}))
+
+
+@submission_app.command("build")
+def submission_build(run_name: RunName, output: Output) -> None:
+    """Assemble the submission package from committed results (the final Job)."""
+    from gdpval.storage import open_storage
+    from gdpval.submission.build import build_submission
+
+    info = build_submission(open_storage(output), run_name)
+    print(info.model_dump_json() if hasattr(info, "model_dump_json") else json.dumps(info))
+
+
+@app.command("fake-model")
+def fake_model(
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks one).")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    model: Annotated[str, typer.Option(help="Model name to serve.")] = "scripted",
+    api_key: Annotated[Optional[str], typer.Option(envvar="FAKE_MODEL_API_KEY", help="Require this bearer key.")] = None,
+    fault: Annotated[Optional[list[str]], typer.Option(help="Inject a fault: KIND=RATE, e.g. 429=0.2 (repeatable).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for fault decisions.")] = 0,
+    latency: Annotated[float, typer.Option(help="Seconds added to every response.")] = 0.0,
+) -> None:
+    """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
+    from gdpval.fakemodel.server import serve
+
+    faults = {}
+    for item in fault or []:
+        kind, sep, rate = item.partition("=")
+        try:
+            faults[kind] = float(rate) if sep else 1.0
+        except ValueError:
+            raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
+    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="gdpval: %(levelname)s: %(message)s")
+    try:
+        app()
+    except GdpvalError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted: committed samples are kept; run the same command again to resume")
+        sys.stdout.flush()
+        os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped

@@ -1,0 +1,1 @@
+"""Running samples: preparing a run, executing one attempt, and the local concurrent runner."""

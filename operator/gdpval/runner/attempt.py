@@ -1,0 +1,119 @@
+"""One attempt of one sample, the same in a local sandbox and in a pod.
+
+Order matters: deliverables, then the transcript, then result.json. A crash before the last write
+leaves no result, so the attempt counts as unfinished and is redone under a new attempt number.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+
+from gdpval.agent.loop import AgentLoop, Clock, LoopOutcome, ToolBackend
+from gdpval.agent.prompt import SYSTEM_PROMPT, task_message
+from gdpval.agent.transcript import Transcript
+from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.sample import ErrorKind, SampleResult, SampleStatus
+from gdpval.sandbox.deliverables import collect, upload
+from gdpval.storage import Storage, layout
+
+
+class AttemptCancelled(Exception):
+    """The run is stopping: the attempt must not be committed, so a resume redoes it."""
+
+
+@dataclass(frozen=True)
+class SandboxView:
+    """Paths as the model sees them inside its sandbox."""
+
+    workspace: str
+    reference_root: str
+    references: list[str]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    record: RunRecord
+    entry: ManifestEntry
+    number: int
+
+    @property
+    def sample_id(self) -> str:
+        return self.entry.sample.sample_id
+
+    def key(self, leaf: str) -> str:
+        return f"{layout.attempt_root(self.record.run_name, self.sample_id, self.number)}/{leaf}"
+
+
+def run_attempt(
+    attempt: Attempt,
+    storage: Storage,
+    client: openai.OpenAI,
+    tools: ToolBackend,
+    view: SandboxView,
+    host_workspace: Path,
+    scratch: Path,
+    clock: Clock | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> SampleResult:
+    """Run the loop, upload what the model made, and commit the result last."""
+    clock = clock or Clock()
+    started = time.time()
+    deadline = clock.now() + (attempt.record.agent.sample_deadline or float("inf"))
+    user = task_message(attempt.entry.task.prompt, view.workspace, view.reference_root, view.references)
+    transcript_path = scratch / "transcript.jsonl"
+    with Transcript(transcript_path) as transcript:
+        loop = AgentLoop(client, attempt.record.model, attempt.record.agent, tools, transcript, deadline, clock)
+        outcome = loop.run(SYSTEM_PROMPT, user)
+    if cancelled():
+        raise AttemptCancelled(attempt.sample_id)
+    result = _result(attempt, outcome, started)
+    commit(attempt, storage, result, host_workspace, transcript_path)
+    return result
+
+
+def commit(attempt: Attempt, storage: Storage, result: SampleResult, host_workspace: Path | None, transcript: Path | None) -> SampleResult:
+    """Upload deliverables and transcript, then write result.json: the commit marker."""
+    if host_workspace is not None:
+        agent = attempt.record.agent
+        collected = collect(
+            host_workspace, max_file_bytes=agent.max_deliverable_bytes, max_files=agent.max_deliverable_files
+        )
+        result.deliverable_files = upload(collected, storage, attempt.key("deliverable_files"))
+        result.refused_files = list(collected.refused)
+    if transcript is not None and transcript.exists():
+        storage.put_file(attempt.key("transcript.jsonl"), transcript)
+    result.finished_at = time.time()
+    storage.put_text(attempt.key(layout.RESULT), result.model_dump_json(indent=2))
+    return result
+
+
+def failed_result(attempt: Attempt, kind: ErrorKind, message: str) -> SampleResult:
+    """A result for an attempt that never reached the model (e.g. a missing reference file)."""
+    now = time.time()
+    return _base(attempt, status=SampleStatus.failed, error_kind=kind, error=message, started_at=now)
+
+
+def _result(attempt: Attempt, outcome: LoopOutcome, started: float) -> SampleResult:
+    return _base(
+        attempt,
+        status=outcome.status,
+        error_kind=outcome.error_kind,
+        error=outcome.error,
+        deliverable_text=outcome.text,
+        steps=outcome.steps,
+        usage=outcome.usage,
+        api_errors=outcome.api_errors,
+        started_at=started,
+    )
+
+
+def _base(attempt: Attempt, **fields) -> SampleResult:
+    sample = attempt.entry.sample
+    return SampleResult(
+        sample_id=sample.sample_id, task_id=sample.task_id, repeat=sample.repeat, attempt=attempt.number, **fields
+    )

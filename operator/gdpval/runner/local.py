@@ -1,0 +1,134 @@
+"""`gdpval run`: samples run concurrently in local sandboxes, committed to storage as they finish.
+
+Resuming is reading storage: a sample with a committed result is skipped, anything else runs again
+under a fresh attempt number. Killing the process at any point loses only unfinished attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+
+from gdpval.dataset.loader import LoadedDataset, MissingReference
+from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, run_attempt
+from gdpval.runner.state import progress_from_keys
+from gdpval.sample import ErrorKind, SampleResult, SampleStatus
+from gdpval.sandbox.client import SandboxClient
+from gdpval.sandbox.local import LocalSandbox
+from gdpval.storage import Storage, layout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalOptions:
+    concurrency: int = 4
+    isolation: str = "auto"
+    retry_failed: bool = False
+    workdir: Path | None = None
+
+
+def pending(entries: list[ManifestEntry], keys: list[str], retry_failed: bool, storage: Storage, run: str) -> list[tuple[ManifestEntry, int]]:
+    """(entry, attempt number) for every sample still to run."""
+    progress = progress_from_keys(keys)
+    todo = []
+    for entry in entries:
+        state = progress.get(entry.sample.sample_id)
+        if state and state.last_committed is not None:
+            if not retry_failed or _succeeded(storage, run, entry.sample.sample_id, state.last_committed):
+                continue
+        todo.append((entry, state.next_attempt if state else 1))
+    return todo
+
+
+def _succeeded(storage: Storage, run: str, sample: str, attempt: int) -> bool:
+    result = SampleResult.model_validate_json(storage.get_text(layout.result(run, sample, attempt)))
+    return result.status == SampleStatus.succeeded
+
+
+class LocalRunner:
+    def __init__(
+        self,
+        storage: Storage,
+        record: RunRecord,
+        dataset: LoadedDataset,
+        client: openai.OpenAI,
+        options: LocalOptions,
+        on_event: Callable[[str, ManifestEntry, SampleResult | None], None] = lambda *a: None,
+    ):
+        self.storage = storage
+        self.record = record
+        self.dataset = dataset
+        self.client = client
+        self.options = options
+        self.on_event = on_event
+        self.stopping = threading.Event()
+        self.active: set[LocalSandbox] = set()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"gdpval-{record.run_name}-", dir=options.workdir))
+
+    def run(self, todo: list[tuple[ManifestEntry, int]]) -> list[SampleResult]:
+        """Run every pending sample; on Ctrl-C stop the sandboxes and leave unfinished work uncommitted."""
+        pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="sample")
+        try:
+            futures = [pool.submit(self._one, entry, number) for entry, number in todo]
+            results = [r for f in futures if (r := f.result()) is not None]
+            pool.shutdown()
+            return results
+        except BaseException:
+            self.stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for box in list(self.active):
+                box.stop()
+            raise
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _one(self, entry: ManifestEntry, number: int) -> SampleResult | None:
+        if self.stopping.is_set():
+            return None
+        attempt = Attempt(self.record, entry, number)
+        self.on_event("start", entry, None)
+        try:
+            result = self._attempt(attempt)
+        except AttemptCancelled:
+            return None
+        except Exception as exc:  # an infrastructure fault: leave it uncommitted so a re-run redoes it
+            log.exception("sample %s attempt %d crashed", entry.sample.sample_id, number)
+            self.on_event("crash", entry, failed_result(attempt, ErrorKind.internal, str(exc)))
+            return None
+        self.on_event("done", entry, result)
+        return result
+
+    def _attempt(self, attempt: Attempt) -> SampleResult:
+        try:
+            references = {ref.path: self.dataset.fetch_reference(ref.path) for ref in attempt.entry.references}
+        except MissingReference as exc:
+            return commit(attempt, self.storage, failed_result(attempt, ErrorKind.missing_reference, str(exc)), None, None)
+        base = self.workdir / attempt.sample_id / f"attempt-{attempt.number}"
+        workspace, scratch = base / "workspace", base / "scratch"
+        workspace.mkdir(parents=True)
+        scratch.mkdir()
+        try:
+            with LocalSandbox(
+                workspace, references, network=self.record.agent.network, isolation=self.options.isolation
+            ) as box:
+                self.active.add(box)
+                try:
+                    view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])
+                    tools = SandboxClient(box.address, box.token)
+                    return run_attempt(
+                        attempt, self.storage, self.client, tools, view, workspace, scratch, cancelled=self.stopping.is_set
+                    )
+                finally:
+                    self.active.discard(box)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,65 @@
+"""The in-pod steps: stage a sample's references, and run one attempt against the sidecar sandbox."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from gdpval.agent.client import make_client
+from gdpval.errors import GdpvalError
+from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.runner.attempt import Attempt, SandboxView, run_attempt
+from gdpval.sample import SampleResult
+from gdpval.sandbox.client import SandboxClient
+from gdpval.storage import NotFound, Storage, layout
+
+POD_WORKSPACE = "/workspace"
+POD_REFERENCES = "/reference_files"
+SANDBOX_READY_TIMEOUT_S = 180.0
+
+
+def load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
+    try:
+        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+        return record, load_manifest(storage.get_text(layout.manifest(run)))
+    except NotFound:
+        raise GdpvalError(f"run {run!r} is not prepared in {storage.uri}: run `gdpval prepare` first") from None
+
+
+def find_entry(entries: list[ManifestEntry], sample_id: str) -> ManifestEntry:
+    for entry in entries:
+        if entry.sample.sample_id == sample_id:
+            return entry
+    raise GdpvalError(f"sample {sample_id!r} is not in the run's manifest")
+
+
+def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
+    """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only."""
+    _, entries = load_run(storage, run)
+    staged = []
+    for ref in find_entry(entries, sample_id).references:
+        target = dest / ref.path.removeprefix("reference_files/")
+        if not target.resolve().is_relative_to(dest.resolve()):
+            raise GdpvalError(f"reference path {ref.path!r} escapes the staging folder")
+        storage.get_file(ref.key, target)
+        target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        staged.append(target)
+    return staged
+
+
+def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
+    """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
+    record, entries = load_run(storage, run)
+    attempt = Attempt(record, find_entry(entries, sample_id), attempt_number)
+    done = attempt.key(layout.RESULT)
+    if storage.exists(done):
+        return SampleResult.model_validate_json(storage.get_text(done))
+    tools = SandboxClient(sandbox, os.environ.get("GDPVAL_SANDBOX_TOKEN", ""))
+    tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
+    refs = [f"{POD_REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references]
+    view = SandboxView(POD_WORKSPACE, POD_REFERENCES, refs)
+    client = make_client(record.model.base_url)
+    with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
+        return run_attempt(attempt, storage, client, tools, view, Path(POD_WORKSPACE), Path(scratch))
