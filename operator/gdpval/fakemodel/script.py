@@ -1,0 +1,383 @@
+"""The scripted model: request messages in, next assistant message out.
+
+Stateless on purpose: the step is derived from the conversation itself (tool call
+ids encode step, attempt and injected fault), so concurrent conversations and a
+restarted server behave identically.
+
+Script, for one task:
+  1. ``list``   - bash: list every file under the reference root (skipped without references);
+  2. ``sizes``  - python_exec: print the size of each listed file as JSON (skipped likewise);
+  3. ``write``  - python_exec: write ``deliverable_files/reference_inventory.md``;
+  4. ``answer`` - plain text, no tool call.
+A step whose tool result is missing or unparsable is issued again, up to
+``MAX_FAILED_ATTEMPTS`` times, then the model gives up with a text answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+DELIVERABLE_NAME = "reference_inventory.md"
+STEPS = ("list", "sizes", "write", "answer")
+MAX_FAILED_ATTEMPTS = 3
+
+HTTP_FAULTS = ("429", "500", "slow", "context_length")
+CONTENT_FAULTS = ("malformed", "unknown_tool")
+FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
+UNKNOWN_TOOL_NAME = "fake_unknown_tool"
+
+LIST_BEGIN = "FAKEMODEL-LIST-BEGIN"
+LIST_END = "FAKEMODEL-LIST-END"
+SIZES_PREFIX = "FAKEMODEL-SIZES "
+WROTE_PREFIX = "FAKEMODEL-WROTE "
+
+_CALL_ID = re.compile(r"^call_fm_([a-z]+)_(\d+)_([a-z]+)_[0-9a-f]+$")
+_INVENTORY_LINE = re.compile(r"^- (\d+) bytes: (.+)$")
+_FAULT_TAGS = {None: "ok", "malformed": "malformed", "unknown_tool": "unknowntool"}
+_FIRST_LINE_MAX = 200
+
+
+@dataclass(frozen=True)
+class PromptInfo:
+    """What the agent's prompt contract tells the model about the task."""
+
+    first_line: str
+    deliverables_dir: str
+    reference_root: str | None
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call found in the conversation and the text of its result."""
+
+    step: str
+    tag: str
+    result: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The next turn, before any content fault is applied."""
+
+    conversation: str
+    step: str
+    attempt: int
+    content_faults: int
+    tool: str | None = None
+    arguments: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+
+
+def message_text(content: Any) -> str:
+    """Flatten OpenAI message content (a string or a list of parts) to text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def first_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            return message_text(message.get("content"))
+    return ""
+
+
+def conversation_id(messages: list[dict[str, Any]]) -> str:
+    """Identity of a conversation: its first user message, so every turn agrees."""
+    return hashlib.sha256(first_user_text(messages).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def parse_prompt(text: str) -> PromptInfo:
+    """Parse the agent's prompt trailer; a prompt without one means no references."""
+    lines = text.split("\n")
+    start = _trailer_start(lines)
+    task_lines = lines if start is None else lines[:start]
+    first = next((line.strip() for line in task_lines if line.strip()), "")[:_FIRST_LINE_MAX]
+    if start is None:
+        return PromptInfo(first, "deliverable_files", None, ())
+    fields: dict[str, str] = {}
+    references: list[str] = []
+    root: str | None = None
+    for line in lines[start + 1 :]:
+        if line.startswith("- ") and root is not None:
+            references.append(line[2:])
+        elif line.startswith("Reference files (read-only), under ") and line.endswith(":"):
+            root = line[len("Reference files (read-only), under ") : -1]
+        elif ": " in line:
+            key, value = line.split(": ", 1)
+            fields.setdefault(key, value)
+    workspace = fields.get("Working directory", ".")
+    deliverables = fields.get("Deliverables folder", os.path.join(workspace, "deliverable_files"))
+    if root is None and references:
+        root = os.path.commonpath(references)
+    return PromptInfo(first, deliverables, root, tuple(references))
+
+
+def _trailer_start(lines: list[str]) -> int | None:
+    """Index of the last ``---`` line followed by ``Working directory:``."""
+    for index in range(len(lines) - 2, -1, -1):
+        if lines[index].strip() == "---" and lines[index + 1].startswith("Working directory: "):
+            return index
+    return None
+
+
+def tool_outputs(result: str) -> list[str]:
+    """Candidate output texts of a tool result: the raw text, plus JSON string fields."""
+    outputs = [result]
+    try:
+        decoded = json.loads(result)
+    except ValueError:
+        return outputs
+    if isinstance(decoded, dict):
+        outputs.extend(v for v in decoded.values() if isinstance(v, str))
+    return outputs
+
+
+def parse_listing(result: str, root: str) -> list[str] | None:
+    """Files between the listing markers, or None if the listing failed or was cut."""
+    prefix = root.rstrip("/") + "/"
+    for output in tool_outputs(result):
+        lines = output.split("\n")
+        if LIST_BEGIN not in lines or LIST_END not in lines:
+            continue
+        begin = len(lines) - 1 - lines[::-1].index(LIST_BEGIN)
+        if LIST_END not in lines[begin:]:
+            continue
+        body = [line for line in lines[begin + 1 : lines.index(LIST_END, begin)] if line]
+        if all(line.startswith(prefix) for line in body):
+            return body
+    return None
+
+
+def parse_sizes(result: str) -> dict[str, int | None] | None:
+    """The JSON map printed by the sizes step; None means unknown (unreadable) size."""
+    for output in tool_outputs(result):
+        for line in output.split("\n"):
+            if not line.startswith(SIZES_PREFIX):
+                continue
+            try:
+                sizes = json.loads(line[len(SIZES_PREFIX) :])
+            except ValueError:
+                continue
+            if isinstance(sizes, dict) and all(_is_size(v) for v in sizes.values()):
+                return sizes
+    return None
+
+
+def _is_size(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def parse_written(result: str) -> dict[str, Any] | None:
+    """The JSON record printed after the deliverable was written."""
+    for output in tool_outputs(result):
+        for line in output.split("\n"):
+            if line.startswith(WROTE_PREFIX):
+                try:
+                    record = json.loads(line[len(WROTE_PREFIX) :])
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and "path" in record:
+                    return record
+    return None
+
+
+def render_inventory(info: PromptInfo, sizes: dict[str, int | None]) -> str:
+    """The deliverable's text; ``parse_inventory`` reads it back."""
+    lines = ["# Reference inventory", "", f"Task: {info.first_line}"]
+    if info.reference_root is None:
+        return "\n".join(lines + ["", "No reference files were provided with this task.", ""])
+    known = [s for s in sizes.values() if s is not None]
+    lines += [
+        f"Reference root: {info.reference_root}",
+        f"Files seen: {len(sizes)} ({sum(known)} bytes in total)",
+        "",
+    ]
+    for path in sorted(sizes):
+        size = sizes[path]
+        lines.append(f"- unreadable: {path}" if size is None else f"- {size} bytes: {path}")
+    missing = [p for p in info.references if p not in sizes]
+    if missing:
+        lines += ["", "Named in the prompt but not found:"] + [f"- missing: {p}" for p in missing]
+    return "\n".join(lines + [""])
+
+
+def parse_inventory(text: str) -> dict[str, int]:
+    """Map each reference file named in an inventory to its size in bytes."""
+    found: dict[str, int] = {}
+    for line in text.split("\n"):
+        match = _INVENTORY_LINE.match(line)
+        if match:
+            found[match.group(2)] = int(match.group(1))
+    return found
+
+
+def list_command(root: str) -> str:
+    """Bash listing bracketed by markers; errors land inside and fail the parse."""
+    quoted = shlex.quote(root)
+    return f"echo {LIST_BEGIN}; find -L {quoted} -type f 2>&1 | LC_ALL=C sort; echo {LIST_END}"
+
+
+def sizes_code(paths: list[str]) -> str:
+    return (
+        "import json, os\n"
+        "sizes = {}\n"
+        f"for path in {paths!r}:\n"
+        "    try:\n"
+        "        sizes[path] = os.path.getsize(path)\n"
+        "    except OSError:\n"
+        "        sizes[path] = None\n"
+        f"print({SIZES_PREFIX!r} + json.dumps(sizes))\n"
+    )
+
+
+def write_code(path: str, text: str) -> str:
+    return (
+        "import json, os\n"
+        f"path = {path!r}\n"
+        "os.makedirs(os.path.dirname(path) or '.', exist_ok=True)\n"
+        "with open(path, 'w', encoding='utf-8') as handle:\n"
+        f"    handle.write({text!r})\n"
+        f"print({WROTE_PREFIX!r} + json.dumps({{'path': path, 'bytes': os.path.getsize(path)}}))\n"
+    )
+
+
+def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
+    """Our tool calls in order, each with its result text (None if not answered)."""
+    results = {
+        m.get("tool_call_id"): message_text(m.get("content"))
+        for m in messages
+        if m.get("role") == "tool"
+    }
+    calls: list[Call] = []
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for tool_call in message.get("tool_calls") or []:
+            call_id = tool_call.get("id", "") if isinstance(tool_call, dict) else ""
+            match = _CALL_ID.match(call_id)
+            if match and match.group(1) in STEPS:
+                calls.append(Call(match.group(1), match.group(3), results.get(call_id)))
+    return calls
+
+
+def _last_parsed(calls: list[Call], step: str, parse: Any) -> Any:
+    for call in reversed(calls):
+        if call.step == step and call.tag == "ok" and call.result is not None:
+            parsed = parse(call.result)
+            if parsed is not None:
+                return parsed
+    return None
+
+
+def plan(messages: list[dict[str, Any]]) -> Plan:
+    """Decide the next turn from the conversation so far."""
+    info = parse_prompt(first_user_text(messages))
+    calls = find_calls(messages)
+    sizes: dict[str, int | None] | None = {}
+    root = info.reference_root
+    if root is not None:
+        listing = _last_parsed(calls, "list", lambda r: parse_listing(r, root))
+        if listing is None:
+            return _tool_plan(messages, calls, "list", "bash", {"command": list_command(root)})
+        sizes = _last_parsed(calls, "sizes", parse_sizes)
+        if sizes is None:
+            return _tool_plan(messages, calls, "sizes", "python_exec", {"code": sizes_code(listing)})
+    if _last_parsed(calls, "write", parse_written) is None:
+        path = os.path.join(info.deliverables_dir, DELIVERABLE_NAME)
+        code = write_code(path, render_inventory(info, sizes))
+        return _tool_plan(messages, calls, "write", "python_exec", {"code": code})
+    return _plan_for(messages, calls, "answer", text=summary(info, sizes))
+
+
+def _tool_plan(
+    messages: list[dict[str, Any]], calls: list[Call], step: str, tool: str, arguments: dict[str, str]
+) -> Plan:
+    failed = sum(1 for c in calls if c.step == step and c.tag == "ok")
+    if failed >= MAX_FAILED_ATTEMPTS:
+        text = f"Stopped: the {step} step failed {failed} times, so no inventory was completed."
+        return _plan_for(messages, calls, "answer", text=text)
+    return _plan_for(messages, calls, step, tool=tool, arguments=arguments)
+
+
+def _plan_for(messages: list[dict[str, Any]], calls: list[Call], step: str, **turn: Any) -> Plan:
+    attempt = sum(1 for c in calls if c.step == step)
+    faults = sum(1 for c in calls if c.step == step and c.tag != "ok")
+    return Plan(conversation_id(messages), step, attempt, faults, **turn)
+
+
+def summary(info: PromptInfo, sizes: dict[str, int | None]) -> str:
+    """The final answer: what was inventoried and where it went."""
+    if info.reference_root is None:
+        return f"The task has no reference files; wrote {DELIVERABLE_NAME} saying so."
+    noun = "file" if len(sizes) == 1 else "files"
+    text = f"Inventoried {len(sizes)} reference {noun} into {DELIVERABLE_NAME}."
+    missing = sum(1 for p in info.references if p not in sizes)
+    if missing:
+        text += f" {missing} named in the prompt were not found."
+    return text
+
+
+def call_id(plan_: Plan, fault: str | None) -> str:
+    digest = hashlib.sha256(f"{plan_.conversation}|{plan_.step}|{plan_.attempt}".encode()).hexdigest()
+    return f"call_fm_{plan_.step}_{plan_.attempt}_{_FAULT_TAGS[fault]}_{digest[:12]}"
+
+
+def render_message(plan_: Plan, fault: str | None = None) -> dict[str, Any]:
+    """The assistant message in OpenAI's shape, with a content fault applied if asked."""
+    if plan_.tool is None:
+        return {"role": "assistant", "content": plan_.text}
+    if fault is not None and fault not in CONTENT_FAULTS:
+        raise ValueError(f"not a content fault: {fault}")
+    name = UNKNOWN_TOOL_NAME if fault == "unknown_tool" else plan_.tool
+    arguments = json.dumps(plan_.arguments)
+    if fault == "malformed":
+        arguments = arguments[: len(arguments) // 2]
+    function = {"name": name, "arguments": arguments}
+    tool_call = {"id": call_id(plan_, fault), "type": "function", "function": function}
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+
+
+def next_message(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fault-free next assistant message."""
+    return render_message(plan(messages))
+
+
+def validate_faults(faults: object) -> dict[str, float]:
+    """Check a fault map: known kinds, probabilities in [0, 1], summing to at most 1."""
+    if not isinstance(faults, dict):
+        raise ValueError("faults must be an object mapping fault kind to probability")
+    checked: dict[str, float] = {}
+    for kind, probability in faults.items():
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+        if isinstance(probability, bool) or not isinstance(probability, (int, float)):
+            raise ValueError(f"fault {kind!r} probability must be a number")
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"fault {kind!r} probability must be between 0 and 1")
+        checked[kind] = float(probability)
+    if sum(checked.values()) > 1.0 + 1e-9:
+        raise ValueError("fault probabilities must sum to at most 1")
+    return checked
+
+
+def decide_fault(faults: dict[str, float], seed: int, plan_: Plan) -> str | None:
+    """At most one fault per turn, a pure function of (seed, conversation, step, attempt)."""
+    key = f"{seed}|{plan_.conversation}|{plan_.step}|{plan_.attempt}".encode()
+    draw = int(hashlib.sha256(key).hexdigest()[:13], 16) / 16**13
+    threshold = 0.0
+    for kind in FAULT_KINDS:
+        threshold += faults.get(kind, 0.0)
+        if draw < threshold:
+            return None if kind in CONTENT_FAULTS and plan_.tool is None else kind
+    return None

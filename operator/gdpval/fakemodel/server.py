@@ -1,0 +1,429 @@
+"""HTTP front of the scripted model: an OpenAI-compatible chat completions server.
+
+Standard library only (``ThreadingHTTPServer``), so it runs wherever the package
+does. Only the configured model name is served; any other gets OpenAI's 404
+``model_not_found``, which catches a misconfigured ``--model`` early.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from gdpval.fakemodel import script
+
+FAULTS_BODY_FIELD = "fake_faults"
+_COUNTER_LIMIT = 10_000
+_CONTEXT_WINDOW = 128_000
+
+
+@dataclass(frozen=True)
+class FakeModelConfig:
+    """Server-wide settings; ``faults`` maps a kind in ``script.FAULT_KINDS`` to a probability."""
+
+    model: str = "scripted"
+    api_key: str | None = None
+    faults: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    retry_after: float = 1.0
+    slow_seconds: float = 2.0
+    fault_repeats: int = 1
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "faults", script.validate_faults(self.faults))
+        if self.fault_repeats < 1:
+            raise ValueError("fault_repeats must be at least 1")
+        for name in ("retry_after", "slow_seconds", "latency"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a non-negative number of seconds")
+
+
+@dataclass
+class Reply:
+    """An HTTP answer, plus how long to wait before sending it."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def error_reply(status: int, message: str, kind: str, code: str | None, param: str | None = None) -> Reply:
+    """An error in OpenAI's shape, so the client raises its usual exception classes."""
+    error = {"message": message, "type": kind, "param": param, "code": code}
+    return Reply(status, {"error": error})
+
+
+def estimate_tokens(value: object) -> int:
+    """A deterministic stand-in for a tokenizer: about four characters per token."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return max(1, math.ceil(len(text) / 4))
+
+
+class FiredFaults:
+    """Bounded memory of faults already fired per request, so retries eventually pass."""
+
+    def __init__(self, limit: int = _COUNTER_LIMIT) -> None:
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def try_fire(self, request_hash: str, kind: str, repeats: int) -> bool:
+        """Count one firing unless this request already saw ``repeats`` of this kind."""
+        key = (request_hash, kind)
+        with self._lock:
+            count = self._counts.pop(key, 0)
+            self._counts[key] = count + 1 if count < repeats else count
+            while len(self._counts) > self._limit:
+                self._counts.popitem(last=False)
+            return count < repeats
+
+
+class FakeModel:
+    """Transport-free request handling: parse, authorise, plan, inject faults, shape replies."""
+
+    def __init__(self, config: FakeModelConfig) -> None:
+        self.config = config
+        self._fired = FiredFaults()
+        self._stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of requests, completions, faults by kind and replies by HTTP status."""
+        with self._lock:
+            counts = dict(self._stats)
+        pick = lambda prefix: {k[len(prefix) :]: v for k, v in counts.items() if k.startswith(prefix)}
+        return {
+            "requests": counts.get("requests", 0),
+            "completions": counts.get("completions", 0),
+            "faults": pick("fault:"),
+            "statuses": {int(k): v for k, v in pick("status:").items()},
+        }
+
+    def count(self, *keys: str) -> None:
+        with self._lock:
+            self._stats.update(keys)
+
+    def handle(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
+        """Route one request; every reply is counted by status."""
+        self.count("requests")
+        reply = self._route(method, path.split("?", 1)[0].rstrip("/"), authorization, raw)
+        self.count(f"status:{reply.status}")
+        return reply
+
+    def _route(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
+        routes = {"/v1/models": "GET", "/v1/chat/completions": "POST"}
+        if path not in routes and not path.startswith("/v1/models/"):
+            return error_reply(404, f"Unknown path {path}; this server offers {', '.join(routes)}.", "invalid_request_error", "unknown_url")
+        denied = self._check_key(authorization)
+        if denied is not None:
+            return denied
+        if path.startswith("/v1/models/"):
+            return self._model(path[len("/v1/models/") :]) if method == "GET" else self._not_allowed(method, path)
+        if method != routes[path]:
+            return self._not_allowed(method, path)
+        return self._models() if path == "/v1/models" else self._chat(raw)
+
+    def _not_allowed(self, method: str, path: str) -> Reply:
+        return error_reply(405, f"Method {method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed")
+
+    def _check_key(self, authorization: str | None) -> Reply | None:
+        expected = self.config.api_key
+        if expected is None:
+            return None
+        given = (authorization or "").removeprefix("Bearer ").strip()
+        if authorization and hmac.compare_digest(given.encode(), expected.encode()):
+            return None
+        message = "Incorrect API key provided." if given else "You didn't provide an API key."
+        return error_reply(401, message + " Send Authorization: Bearer <key>.", "invalid_request_error", "invalid_api_key")
+
+    def _model_card(self) -> dict[str, Any]:
+        return {"id": self.config.model, "object": "model", "created": 0, "owned_by": "gdpval-fake-model"}
+
+    def _models(self) -> Reply:
+        return Reply(200, {"object": "list", "data": [self._model_card()]})
+
+    def _model(self, name: str) -> Reply:
+        return Reply(200, self._model_card()) if name == self.config.model else self._unknown_model(name)
+
+    def _unknown_model(self, name: object) -> Reply:
+        message = f"The model `{name}` does not exist or you do not have access to it."
+        return error_reply(404, message, "invalid_request_error", "model_not_found")
+
+    def _chat(self, raw: bytes) -> Reply:
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            return error_reply(400, f"The request body is not valid JSON: {exc}.", "invalid_request_error", None)
+        problem = self._check_body(body)
+        if problem is not None:
+            return problem
+        try:
+            faults = self._faults_for(body)
+        except ValueError as exc:
+            return error_reply(400, f"Invalid {FAULTS_BODY_FIELD}: {exc}.", "invalid_request_error", None, FAULTS_BODY_FIELD)
+        return self._complete(body, faults)
+
+    def _check_body(self, body: Any) -> Reply | None:
+        if not isinstance(body, dict):
+            return error_reply(400, "The request body must be a JSON object.", "invalid_request_error", None)
+        if body.get("model") != self.config.model:
+            return self._unknown_model(body.get("model"))
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return error_reply(400, "'messages' must be a non-empty array of objects.", "invalid_request_error", None, "messages")
+        if body.get("stream"):
+            message = "Streaming is not supported by the fake model; send stream=false."
+            return error_reply(400, message, "invalid_request_error", "unsupported_parameter", "stream")
+        return None
+
+    def _faults_for(self, body: dict[str, Any]) -> dict[str, float]:
+        """Per-request ``fake_faults`` replace the server-wide map for that request."""
+        if FAULTS_BODY_FIELD not in body:
+            return self.config.faults
+        return script.validate_faults(body[FAULTS_BODY_FIELD])
+
+    def _complete(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
+        messages = body["messages"]
+        turn = script.plan(messages)
+        fault = self._fire(script.decide_fault(faults, self.config.seed, turn), body, turn)
+        delay = self.config.latency
+        if fault == "slow":
+            delay += self.config.slow_seconds
+        elif fault in ("429", "500", "context_length"):
+            reply = self._fault_reply(fault, messages)
+            reply.delay = delay
+            return reply
+        message = script.render_message(turn, fault if fault in script.CONTENT_FAULTS else None)
+        self.count("completions")
+        return Reply(200, self._completion(body, messages, message), delay=delay)
+
+    def _fire(self, fault: str | None, body: dict[str, Any], turn: script.Plan) -> str | None:
+        """Apply the repeat limits; context_length is permanent, like the real error."""
+        if fault is None:
+            return None
+        repeats = self.config.fault_repeats
+        if fault in script.CONTENT_FAULTS and turn.content_faults >= repeats:
+            return None
+        if fault != "context_length" and not self._fired.try_fire(request_hash(body), fault, repeats):
+            return None
+        self.count(f"fault:{fault}")
+        return fault
+
+    def _fault_reply(self, fault: str, messages: list[dict[str, Any]]) -> Reply:
+        if fault == "429":
+            wait = f"{self.config.retry_after:g}"
+            reply = error_reply(429, f"Rate limit reached for {self.config.model} (injected by the fake model). Please try again in {wait}s.", "requests", "rate_limit_exceeded")
+            reply.headers["Retry-After"] = wait
+            return reply
+        if fault == "500":
+            return error_reply(500, "The server had an error while processing your request (injected by the fake model).", "server_error", None)
+        tokens = _CONTEXT_WINDOW + estimate_tokens(messages)
+        message = f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. However, your messages resulted in {tokens} tokens (injected by the fake model)."
+        return error_reply(400, message, "invalid_request_error", "context_length_exceeded", "messages")
+
+    def _completion(self, body: dict[str, Any], messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, Any]:
+        prompt_tokens = estimate_tokens(messages)
+        completion_tokens = estimate_tokens(message.get("content") or message.get("tool_calls") or "")
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        message = {**message, "refusal": None}
+        return {
+            "id": "chatcmpl-" + request_hash(body)[:24],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.config.model,
+            "system_fingerprint": "fp_fake_model",
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+def request_hash(body: dict[str, Any]) -> str:
+    """Identity of a request, equal for an identical retry."""
+    canonical = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Thin HTTP adapter over ``FakeModel``; keep-alive so clients reuse connections."""
+
+    protocol_version = "HTTP/1.1"
+    server: "_HTTPServer"
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        reply = self.server.app.handle(method, self.path, self.headers.get("Authorization"), raw)
+        if reply.delay > 0:
+            time.sleep(reply.delay)
+        payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: one line per request would drown the runner's own output."""
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], app: FakeModel) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+        self.app = app
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Cut idle keep-alive connections so stop() leaves no handler thread behind."""
+        with self._open_lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class FakeModelServer:
+    """A running fake model; a context manager that stops the server on exit."""
+
+    def __init__(self, host: str, port: int, config: FakeModelConfig) -> None:
+        self.app = FakeModel(config)
+        self._httpd = _HTTPServer((host, port), self.app)
+        self.host = host
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-model", daemon=True)
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def start(self) -> "FakeModelServer":
+        self._thread.start()
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        return self.app.stats()
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._thread.is_alive():
+            self._httpd.shutdown()
+        self._httpd.close_connections()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "FakeModelServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_background(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    model: str = "scripted",
+    api_key: str | None = None,
+    faults: dict[str, float] | None = None,
+    seed: int = 0,
+    retry_after: float = 1.0,
+    latency: float = 0.0,
+    slow_seconds: float = 2.0,
+    fault_repeats: int = 1,
+) -> FakeModelServer:
+    """Start the server on a daemon thread; port 0 picks a free port."""
+    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency)
+    return FakeModelServer(host, port, config).start()
+
+
+def serve(
+    host: str,
+    port: int,
+    *,
+    model: str = "scripted",
+    api_key: str | None = None,
+    faults: dict[str, float] | None = None,
+    seed: int = 0,
+    retry_after: float = 1.0,
+    latency: float = 0.0,
+    slow_seconds: float = 2.0,
+    fault_repeats: int = 1,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down cleanly."""
+    server = start_background(
+        host, port, model=model, api_key=api_key, faults=faults, seed=seed, retry_after=retry_after,
+        latency=latency, slow_seconds=slow_seconds, fault_repeats=fault_repeats,
+    )
+    stop = threading.Event()
+    previous = _install_signal_handlers(stop)
+    print(f"fake-model: serving model {model!r} at {server.base_url}", file=sys.stderr, flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _install_signal_handlers(stop: threading.Event) -> dict[int, Any]:
+    """Turn SIGTERM/SIGINT into a stop request; only possible on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    return previous
