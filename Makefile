@@ -16,3 +16,15 @@ cluster-up:
 
 cluster-down:
 	hack/cluster.sh down
+
+.PHONY: setup run test
+# The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite).
+setup:
+	hack/setup.sh
+
+run: setup
+	hack/demo.sh
+
+test:
+	hack/setup.sh --test
+	.venv/bin/pytest tests

@@ -88,11 +88,11 @@ def _settings(p: dict[str, Any]):
     return selection, model, agent
 
 
-def _prepare(storage, params: dict[str, Any], mirror: bool):
-    """Load the dataset (pinned to the run's revision on resume), plan, and save or resume."""
+def _plan(storage, params: dict[str, Any]):
+    """Load the dataset (pinned to the run's revision on resume) and choose the samples."""
     from gdpval.dataset.loader import load_dataset
     from gdpval.manifest import RunRecord
-    from gdpval.runner.prepare import mirror_references, plan, save_or_resume
+    from gdpval.runner.prepare import plan
     from gdpval.storage import NotFound, layout
 
     revision = params["revision"]
@@ -104,10 +104,7 @@ def _prepare(storage, params: dict[str, Any], mirror: bool):
     dataset = load_dataset(params["dataset"], revision=revision, split=params["split"], cache_dir=params["cache_dir"])
     selection, model, agent = _settings(params)
     record, entries = plan(params["run_name"], dataset, params["split"], selection, model, agent)
-    if mirror:
-        entries = mirror_references(storage, dataset, entries)
-    record, entries, resumed = save_or_resume(storage, record, entries)
-    return dataset, record, entries, resumed
+    return dataset, record, entries
 
 
 @app.command()
@@ -143,6 +140,7 @@ def run(
     from gdpval.agent.client import make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.runner.local import LocalOptions, LocalRunner, pending
+    from gdpval.runner.prepare import save_or_resume
     from gdpval.runner.progress import Progress, Tally
     from gdpval.storage import open_storage, layout
     from gdpval.submission.build import build_submission
@@ -155,9 +153,10 @@ def run(
     storage = open_storage(output)
     storage.check()
     client = make_client(base_url)
-    loaded, record, entries, resumed = _prepare(storage, params, mirror=False)
+    loaded, record, entries = _plan(storage, params)
     if preflight:
         check_endpoint(client, model)
+    record, entries, _ = save_or_resume(storage, record, entries)
     todo = pending(entries, list(storage.list(layout.sample_root(run_name, "").rstrip("/"))), retry_failed, storage, run_name)
     out = Console()
     out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
@@ -204,9 +203,12 @@ def prepare(
     """Pin the dataset, choose samples, mirror references and write the manifest (the prepare Job)."""
     from gdpval.storage import open_storage
 
+    from gdpval.runner.prepare import mirror_references, save_or_resume
+
     storage = open_storage(output)
     storage.check()
-    _, record, entries, resumed = _prepare(storage, dict(locals()), mirror=True)
+    loaded, record, entries = _plan(storage, dict(locals()))
+    record, entries, resumed = save_or_resume(storage, record, mirror_references(storage, loaded, entries))
     print(json.dumps({"run": record.run_name, "samples": len(entries), "revision": record.dataset.revision, "resumed": resumed}))
 
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Set up this checkout on a fresh machine: bubblewrap for local sandboxes and a virtualenv (.venv)
+# with the package and its test tools. With --test, also everything the test suite starts itself
+# (MinIO, Kubernetes binaries, helm, images: see hack/cluster-prereqs.sh). Idempotent.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v bwrap >/dev/null; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap
+fi
+
+python="${PYTHON:-python3}"
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+# Pinned versions resolve without backtracking; the pip cache lives outside git.
+.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+
+if [[ "${1:-}" == "--test" ]]; then
+  hack/cluster-prereqs.sh
+fi

@@ -1,0 +1,175 @@
+"""`gdpval run` end to end: the real CLI, the scripted model over HTTP, bubblewrap sandboxes, storage.
+
+These are the acceptance checks of the core engine: a complete submission for the 12-task sample,
+the same result on S3, resume after SIGKILL without re-running committed samples, fault tolerance,
+and bad input refused up front with a one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from gdpval.fakemodel.script import parse_inventory
+from gdpval.fakemodel.server import start_background
+from gdpval.storage import open_storage
+from support.standins import make_standin_dataset
+
+SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gdpval-v1-sample"
+GDPVAL = str(Path(sys.executable).with_name("gdpval"))
+COLUMNS = [
+    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
+    "reference_file_hf_uris", "rubric_pretty", "rubric_json", "deliverable_text", "deliverable_files",
+]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    return make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset"))
+
+
+@pytest.fixture(scope="module")
+def model():
+    with start_background(host="127.0.0.1", port=0) as server:
+        yield server
+
+
+def gdpval(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [GDPVAL, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def run_args(dataset: Path, base_url: str, output: str, *extra: str) -> list[str]:
+    return ["run", "--dataset", str(dataset), "--model", "scripted", "--base-url", base_url,
+            "--output", output, "--run-name", "t", "--concurrency", "4", *extra]
+
+
+def submission_rows(root: Path) -> list[dict]:
+    return pq.read_table(root / "runs/t/submission/data/train-00000-of-00001.parquet").to_pylist()
+
+
+def reference_sizes(dataset: Path, row: dict) -> dict[str, int]:
+    return {ref.split("/", 2)[2]: (dataset / ref).stat().st_size for ref in row["reference_files"]}
+
+
+def test_local_run_builds_a_complete_submission(dataset, model, tmp_path):
+    done = gdpval(*run_args(dataset, model.base_url, str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(tmp_path / "runs/t/submission/data/train-00000-of-00001.parquet")
+    assert table.column_names == COLUMNS
+    assert table.num_rows == 12
+    assert str(table.schema.field("deliverable_files").type) == "list<element: string>"
+    for row in table.to_pylist():
+        assert row["deliverable_files"], row["task_id"]
+        for rel in row["deliverable_files"]:
+            assert rel.startswith(f"deliverable_files/{row['task_id']}/")
+            assert (tmp_path / "runs/t/submission" / rel).is_file()
+        inventory = parse_inventory((tmp_path / "runs/t/submission" / row["deliverable_files"][0]).read_text())
+        seen = {path.split("/reference_files/", 1)[-1].split("/", 1)[-1]: size for path, size in inventory.items()}
+        assert seen == reference_sizes(dataset, row)  # every reference file was visible, whole
+    results = pq.read_table(tmp_path / "runs/t/results.parquet").to_pylist()
+    assert {r["status"] for r in results} == {"succeeded"} and len(results) == 12
+
+
+def test_s3_run_matches_the_local_run(dataset, model, tmp_path, s3_env, s3):
+    local = tmp_path / "local"
+    assert gdpval(*run_args(dataset, model.base_url, str(local))).returncode == 0
+    bucket = s3.make_bucket()
+    done = gdpval(*run_args(dataset, model.base_url, f"s3://{bucket}/gdpval"))
+    assert done.returncode == 0, done.stderr
+    remote = open_storage(f"s3://{bucket}/gdpval")
+    assert sorted(remote.list("runs/t/submission")) == sorted(
+        p.relative_to(local).as_posix() for p in (local / "runs/t/submission").rglob("*") if p.is_file()
+    )
+    fetched = tmp_path / "fetched.parquet"
+    remote.get_file("runs/t/submission/data/train-00000-of-00001.parquet", fetched)
+    assert pq.read_table(fetched).to_pylist() == submission_rows(local)
+
+
+def committed(root: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for path in (root / "runs/t/samples").glob("*/attempt-*/result.json"):
+        counts[path.parts[-3]] = counts.get(path.parts[-3], 0) + 1
+    return counts
+
+
+def test_sigkill_then_resume_never_reruns_committed_samples(dataset, tmp_path):
+    with start_background(host="127.0.0.1", port=0, latency=0.3) as slow:
+        proc = subprocess.Popen([GDPVAL, *run_args(dataset, slow.base_url, str(tmp_path), "--concurrency", "2")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while len(committed(tmp_path)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = committed(tmp_path)
+        assert 3 <= len(before) < 12
+        first = {s: (tmp_path / f"runs/t/samples/{s}/attempt-1/result.json").read_text() for s in before}
+        done = gdpval(*run_args(dataset, slow.base_url, str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    after = committed(tmp_path)
+    assert len(after) == 12 and set(after.values()) == {1}
+    assert all((tmp_path / f"runs/t/samples/{s}/attempt-1/result.json").read_text() == text for s, text in first.items())
+    rows = submission_rows(tmp_path)
+    assert sorted(r["task_id"] for r in rows) == sorted(pq.read_table(dataset / "data/train-00000-of-00001.parquet").column("task_id").to_pylist())
+    assert all(r["deliverable_files"] for r in rows)
+
+
+def test_faults_are_survived_and_recorded(dataset, tmp_path):
+    faults = {"429": 0.3, "500": 0.3, "malformed": 0.2, "unknown_tool": 0.1}
+    with start_background(host="127.0.0.1", port=0, faults=faults, seed=7, retry_after=0.1) as flaky:
+        done = gdpval(*run_args(dataset, flaky.base_url, str(tmp_path)))
+        stats = flaky.stats()
+    assert done.returncode == 0, done.stderr
+    results = pq.read_table(tmp_path / "runs/t/results.parquet").to_pylist()
+    assert len(results) == 12
+    assert sum(r["api_errors"] for r in results) > 0
+    for r in results:
+        assert r["status"] == "succeeded" or (r["error_kind"] and r["error"]), r
+    transcripts = "".join(p.read_text() for p in (tmp_path / "runs/t/samples").rglob("transcript.jsonl"))
+    assert "not valid JSON" in transcripts and "unknown tool" in transcripts
+    assert sum(stats.get("faults", {}).values()) > 0
+
+
+@pytest.mark.parametrize(
+    "case, fix",
+    [
+        ("unknown-dataset", "does not exist"),
+        ("missing-bucket", "does not exist"),
+        ("unreachable-model", "cannot reach the model endpoint"),
+        ("bad-key", "rejected the API key"),
+        ("unknown-task", "unknown task id"),
+    ],
+)
+def test_bad_input_fails_early_with_one_line(case, fix, dataset, model, tmp_path, s3, s3_env):
+    output, base_url, extra, env = str(tmp_path / "out"), model.base_url, [], {}
+    data = dataset
+    if case == "unknown-dataset":
+        data = tmp_path / "no-such-dataset"
+    elif case == "missing-bucket":
+        output = "s3://no-such-bucket-gdpval/x"
+    elif case == "unreachable-model":
+        base_url = "http://127.0.0.1:9/v1"
+    elif case == "unknown-task":
+        extra = ["--task-id", "not-a-task"]
+    context = start_background(host="127.0.0.1", port=0, api_key="right") if case == "bad-key" else None
+    if context:
+        base_url, env = context.__enter__().base_url, {"OPENAI_API_KEY": "wrong"}
+    try:
+        done = gdpval(*run_args(data, base_url, output, *extra), env=env)
+    finally:
+        if context:
+            context.__exit__(None, None, None)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fix in lines[0].lower(), done.stderr
+    assert not list((tmp_path / "out").rglob("result.json"))
