@@ -1,0 +1,260 @@
+"""Collect and upload what the model left in `<workspace>/deliverable_files/`.
+
+The model controls that folder and may still run processes that change it, so nothing here
+follows a symlink: every directory and file is opened relative to its parent's descriptor with
+O_NOFOLLOW, and each file is re-checked with fstat on the descriptor that is actually read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gdpval.sample import RefusedFile
+from gdpval.storage.base import Storage
+
+DELIVERABLE_DIR = "deliverable_files"
+ROOT_PATH = "."  # how a refusal of deliverable_files itself is reported
+MAX_DEPTH = 32
+MAX_ENTRIES_FACTOR = 10
+MIN_ENTRY_BUDGET = 10_000
+MAX_COUNT_REFUSALS = 100
+IN_MEMORY_BYTES = 8 * 1024 * 1024
+CHUNK = 1024 * 1024
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Deliverable:
+    relpath: str  # under deliverable_files/, `/`-separated
+    host_path: Path
+    size: int
+
+
+@dataclass
+class Collected:
+    root: Path  # <workspace>/deliverable_files
+    max_file_bytes: int
+    files: list[Deliverable] = field(default_factory=list)
+    refused: list[RefusedFile] = field(default_factory=list)
+
+
+class Refused(Exception):
+    """A path that is not a plain file of the workspace; the message is the reason."""
+
+
+def check_relpath(relpath: str) -> None:
+    """Refuse names that could address anything outside deliverable_files/."""
+    if not relpath or "\x00" in relpath:
+        raise Refused("name is empty or contains NUL")
+    if relpath.startswith("/"):
+        raise Refused("name is an absolute path")
+    if any(part in ("", ".", "..") for part in relpath.split("/")):
+        raise Refused("name escapes deliverable_files (empty, '.' or '..' component)")
+
+
+def _check_name(name: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refused("name is not valid UTF-8") from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise Refused("name contains control characters")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISLNK(mode):
+        return "symlink (not followed)"
+    if stat.S_ISFIFO(mode):
+        return "not a regular file (fifo)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "not a regular file (device)"
+    if stat.S_ISSOCK(mode):
+        return "not a regular file (socket)"
+    return "not a regular file"
+
+
+def _check_file_stat(st: os.stat_result, max_file_bytes: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(_kind(st.st_mode))
+    if st.st_nlink > 1:
+        raise Refused("hard link (its data is shared with another path)")
+    if st.st_size > max_file_bytes:
+        raise Refused(f"over the size cap ({st.st_size} bytes > {max_file_bytes})")
+
+
+def _open_root(root: Path) -> int:
+    try:
+        return os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        try:
+            mode = os.lstat(root).st_mode
+        except OSError:
+            raise exc from None
+        raise Refused(f"deliverable_files itself is not a real directory: {_kind(mode)}") from None
+
+
+class _Walker:
+    """Depth-first walk over descriptors, bounded in depth and in entries visited."""
+
+    def __init__(self, max_file_bytes: int, max_files: int) -> None:
+        self.max_file_bytes = max_file_bytes
+        self.budget = max(MIN_ENTRY_BUDGET, MAX_ENTRIES_FACTOR * max_files)
+        self.files: list[tuple[str, int]] = []
+        self.refused: list[RefusedFile] = []
+
+    def refuse(self, relpath: str, reason: str) -> None:
+        printable = os.fsencode(relpath).decode("utf-8", "backslashreplace")
+        self.refused.append(RefusedFile(path=printable, reason=reason))
+
+    def walk(self, dir_fd: int, prefix: str, depth: int) -> None:
+        with os.scandir(dir_fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            if self.budget <= 0:
+                self.refuse(prefix or ROOT_PATH, "walk stopped: too many entries")
+                return
+            self.budget -= 1
+            self.visit(dir_fd, entry, f"{prefix}{entry.name}", depth)
+
+    def visit(self, dir_fd: int, entry: os.DirEntry, relpath: str, depth: int) -> None:
+        try:
+            _check_name(entry.name)
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                self.descend(dir_fd, entry.name, relpath, depth)
+            else:
+                _check_file_stat(st, self.max_file_bytes)
+                self.files.append((relpath, st.st_size))
+        except Refused as exc:
+            self.refuse(relpath, str(exc))
+        except OSError as exc:
+            self.refuse(relpath, f"unreadable: {exc.strerror}")
+
+    def descend(self, dir_fd: int, name: str, relpath: str, depth: int) -> None:
+        if depth >= MAX_DEPTH:
+            raise Refused(f"directory nested deeper than {MAX_DEPTH} levels")
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            raise Refused(f"directory changed while collecting ({exc.strerror})") from None
+        try:
+            self.walk(child, f"{relpath}/", depth + 1)
+        finally:
+            os.close(child)
+
+
+def collect(workspace: Path, *, max_file_bytes: int, max_files: int) -> Collected:
+    """The regular files under deliverable_files/ within the caps, and everything refused."""
+    root = Path(workspace) / DELIVERABLE_DIR
+    result = Collected(root=root, max_file_bytes=max_file_bytes)
+    if not os.path.lexists(root):
+        return result
+    try:
+        root_fd = _open_root(root)
+    except Refused as exc:
+        result.refused.append(RefusedFile(path=ROOT_PATH, reason=str(exc)))
+        return result
+    walker = _Walker(max_file_bytes, max_files)
+    try:
+        walker.walk(root_fd, "", 0)
+    finally:
+        os.close(root_fd)
+    files = sorted(walker.files)
+    result.files = [Deliverable(rel, root / rel, size) for rel, size in files[:max_files]]
+    result.refused = sorted(walker.refused + _over_count(files[max_files:], max_files), key=lambda r: r.path)
+    return result
+
+
+def _over_count(extra: list[tuple[str, int]], max_files: int) -> list[RefusedFile]:
+    reason = f"over the count cap ({max_files} files)"
+    refused = [RefusedFile(path=rel, reason=reason) for rel, _ in extra[:MAX_COUNT_REFUSALS]]
+    if len(extra) > MAX_COUNT_REFUSALS:
+        last = extra[MAX_COUNT_REFUSALS - 1][0]
+        more = len(extra) - MAX_COUNT_REFUSALS
+        refused.append(RefusedFile(path=last, reason=f"{reason}; {more} more files after this one not listed"))
+    return refused
+
+
+@contextmanager
+def _open_beneath(root: Path, relpath: str) -> Iterator[int]:
+    """A read descriptor for `relpath` reached without following any symlink on the way."""
+    check_relpath(relpath)
+    fds: list[int] = []
+    try:
+        _open_chain(root, relpath.split("/"), fds)
+        yield fds[-1]
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+
+
+def _open_chain(root: Path, parts: list[str], fds: list[int]) -> None:
+    try:
+        fds.append(_open_root(root))
+        for part in parts[:-1]:
+            fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
+        fds.append(os.open(parts[-1], _FILE_FLAGS, dir_fd=fds[-1]))
+    except OSError as exc:
+        raise Refused(f"changed after collection and no longer a plain file path ({exc.strerror})") from None
+
+
+def _read_capped(fd: int, out, limit: int) -> None:
+    """Copy at most `limit` bytes; a file that grew past the cap is refused."""
+    copied = 0
+    while chunk := os.read(fd, CHUNK):
+        copied += len(chunk)
+        if copied > limit:
+            raise Refused(f"grew over the size cap ({limit} bytes) after collection")
+        out.write(chunk)
+
+
+def _upload_one(root: Path, relpath: str, storage: Storage, key: str, max_bytes: int) -> None:
+    with _open_beneath(root, relpath) as fd:
+        st = os.fstat(fd)
+        _check_file_stat(st, max_bytes)
+        if st.st_size <= IN_MEMORY_BYTES:
+            buf = _Buffer()
+            _read_capped(fd, buf, max_bytes)
+            storage.put_bytes(key, bytes(buf.data))
+            return
+        with tempfile.NamedTemporaryFile(prefix="gdpval-deliverable-") as tmp:
+            _read_capped(fd, tmp, max_bytes)
+            tmp.flush()
+            storage.put_file(key, Path(tmp.name))
+
+
+class _Buffer:
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        self.data += chunk
+
+
+def upload(collected: Collected, storage: Storage, prefix: str) -> list[str]:
+    """Copy each collected file to `prefix/<relpath>`; return the relative paths uploaded.
+
+    A file that changed after `collect` into something other than a plain file within the
+    size cap (a symlink, a fifo, a path through a swapped-in symlinked folder) is refused and
+    appended to `collected.refused` instead of being read.
+    """
+    uploaded: list[str] = []
+    base = prefix.rstrip("/")
+    for item in collected.files:
+        key = f"{base}/{item.relpath}" if base else item.relpath
+        try:
+            _upload_one(collected.root, item.relpath, storage, key, collected.max_file_bytes)
+        except Refused as exc:
+            collected.refused.append(RefusedFile(path=item.relpath, reason=str(exc)))
+            continue
+        uploaded.append(item.relpath)
+    return uploaded

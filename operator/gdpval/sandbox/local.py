@@ -1,0 +1,318 @@
+"""One sandbox per sample on this machine: the tool server under bubblewrap, or a plain process.
+
+Under bubblewrap the model sees the same paths as in a pod (`/workspace`,
+`/reference_files/<hash>/<name>`) in a private mount and pid namespace with an empty,
+read-only root. Without it the tool server is a plain process, the model is told the real
+host paths, and a warning says that nothing is isolated.
+
+The tool server always listens on a unix socket that this process creates in a private
+(0700) host folder and hands over as an inherited descriptor (`--listen fd:N`): it works with
+the network namespace cut, no port has to be picked, other sandboxes cannot reach it, and the
+socket has no path inside the sandbox for the model to delete.
+
+bubblewrap's --die-with-parent fires when the *thread* that started it exits: start and stop a
+sandbox from the same long-lived thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
+from gdpval.sandbox.toolserver import TOKEN_ENV
+
+Isolation = Literal["auto", "bwrap", "none"]
+
+log = logging.getLogger(__name__)
+
+BWRAP = "/usr/bin/bwrap"
+SYSTEM_PYTHON = "/usr/bin/python3"
+TOOLSERVER = Path(__file__).with_name("toolserver.py")
+SANDBOX_WORKSPACE = "/workspace"
+SANDBOX_REFERENCES = "/reference_files"
+SANDBOX_TOOLSERVER = "/opt/gdpval/toolserver.py"
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MARKER_ENV = "GDPVAL_SANDBOX_ID"
+READY_TIMEOUT_S = 20.0
+STOP_GRACE_S = 3.0
+MERGED_USR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def _system_binds() -> list[str]:
+    """/usr and /etc read-only, plus the top-level links (or folders) that point into /usr."""
+    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for path in MERGED_USR_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _namespace_args(network: bool) -> list[str]:
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
+    if not network:
+        args.append("--unshare-net")
+    return args + _system_binds() + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+@functools.cache
+def bwrap_status() -> tuple[bool, str]:
+    """Whether bubblewrap really works here (a trial sandbox runs `true`), and why not."""
+    if not os.access(BWRAP, os.X_OK):
+        return False, f"{BWRAP} not found (Debian package: bubblewrap)"
+    argv = [BWRAP, *_namespace_args(network=False), "--remount-ro", "/", "--", "/usr/bin/true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"trial bubblewrap sandbox failed: {exc}"
+    if proc.returncode != 0:
+        return False, f"trial bubblewrap sandbox failed: {proc.stderr.strip() or proc.returncode}"
+    return True, "bubblewrap works"
+
+
+def _check_dataset_path(dataset_path: str) -> None:
+    parts = dataset_path.split("/")
+    if (
+        len(parts) < 3
+        or parts[0] != "reference_files"
+        or "\x00" in dataset_path
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise ValueError(f"reference path {dataset_path!r} is not reference_files/<hash>/<name>")
+
+
+def _checked_references(references: dict[str, Path]) -> dict[str, Path]:
+    """Fail before starting if a reference file is missing: never a silent skip."""
+    checked: dict[str, Path] = {}
+    for dataset_path, host in references.items():
+        _check_dataset_path(dataset_path)
+        host = Path(host).absolute()
+        if not host.is_file():
+            raise FileNotFoundError(f"reference file {dataset_path} is missing (expected at {host})")
+        checked[dataset_path] = host
+    return checked
+
+
+def _marked_pids(marker: bytes) -> list[int]:
+    """Host pids whose environment carries this sandbox's marker."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if marker in fh.read().split(b"\0"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def _kill_marked(marker: bytes) -> None:
+    """Kill leftovers that left our process group (new sessions) but kept the marker."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while (pids := _marked_pids(marker)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalSandbox:
+    """A tool server for one sample, started on `__enter__` and gone (with all it ran) on exit."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        references: dict[str, Path],
+        *,
+        network: bool = False,
+        isolation: Isolation = "auto",
+        python: str | None = None,
+    ) -> None:
+        self.workspace = Path(workspace).absolute()
+        self.references = _checked_references(references)
+        self.network = network
+        self.isolated = self._choose_isolation(isolation)
+        self.python = self._choose_python(python)
+        self.token = secrets.token_urlsafe(32)
+        self._id = secrets.token_hex(12)
+        self._runtime: Path | None = None
+        self._proc: subprocess.Popen | None = None
+
+    @staticmethod
+    def _choose_isolation(isolation: Isolation) -> bool:
+        if isolation not in ("auto", "bwrap", "none"):
+            raise ValueError(f"isolation must be auto, bwrap or none, not {isolation!r}")
+        if isolation == "none":
+            return False
+        works, reason = bwrap_status()
+        if not works and isolation == "bwrap":
+            raise SandboxUnavailable(f"bubblewrap isolation requested but not usable: {reason}")
+        if not works:
+            log.warning("bubblewrap unavailable (%s); sandboxes fall back to plain processes", reason)
+        return works
+
+    def _choose_python(self, python: str | None) -> str:
+        if not self.isolated:
+            return python or shutil.which("python3", path=CLEAN_PATH) or sys.executable
+        python = python or SYSTEM_PYTHON
+        if not python.startswith(("/usr/", "/bin/")):
+            raise ValueError(f"python {python!r} is not visible inside the sandbox: use one under /usr")
+        return python
+
+    @property
+    def address(self) -> str:
+        if self._runtime is None:
+            raise SandboxUnavailable("sandbox not started")
+        return f"unix:{self._runtime / 'tool.sock'}"
+
+    @property
+    def workspace_path(self) -> str:
+        """The workspace as the model sees it."""
+        return SANDBOX_WORKSPACE if self.isolated else str(self.workspace)
+
+    @property
+    def reference_root(self) -> str:
+        """The reference folder as the model sees it; without isolation, the references'
+        common host folder ("" when there are none)."""
+        if self.isolated:
+            return SANDBOX_REFERENCES
+        if not self.references:
+            return ""
+        return os.path.commonpath([str(host.parent.parent) for host in self.references.values()])
+
+    def reference_path(self, dataset_path: str) -> str:
+        """Where the model finds the reference `reference_files/<hash>/<name>`."""
+        if dataset_path not in self.references:
+            raise KeyError(f"{dataset_path} is not a reference of this sandbox")
+        return f"/{dataset_path}" if self.isolated else str(self.references[dataset_path])
+
+    def client(self) -> SandboxClient:
+        return SandboxClient(self.address, self.token)
+
+    def __enter__(self) -> LocalSandbox:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _env(self) -> dict[str, str]:
+        """The whole environment of the server and its commands: nothing of the host's."""
+        tmp = "/tmp" if self.isolated else str(self._runtime / "tmp")
+        return {
+            "PATH": CLEAN_PATH,
+            "HOME": tmp,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "TERM": "dumb",
+            "PAGER": "cat",
+            MARKER_ENV: self._id,
+            TOKEN_ENV: self.token,
+        }
+
+    def _bwrap_argv(self, fd: int) -> list[str]:
+        args = [BWRAP, *_namespace_args(self.network)]
+        args += ["--bind", str(self.workspace), SANDBOX_WORKSPACE, "--dir", SANDBOX_REFERENCES]
+        for dataset_path, host in sorted(self.references.items()):
+            args += ["--ro-bind", str(host), f"/{dataset_path}"]
+        args += ["--ro-bind", str(TOOLSERVER), SANDBOX_TOOLSERVER, "--remount-ro", "/", "--chdir", SANDBOX_WORKSPACE]
+        return args + ["--", self.python, SANDBOX_TOOLSERVER, *self._server_args(fd, SANDBOX_WORKSPACE)]
+
+    def _plain_argv(self, fd: int) -> list[str]:
+        return [self.python, str(TOOLSERVER), *self._server_args(fd, str(self.workspace)), "--exit-with-parent"]
+
+    def _server_args(self, fd: int, workspace: str) -> list[str]:
+        return ["--listen", f"fd:{fd}", "--workspace", workspace, "--python", self.python]
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError("sandbox already started")
+        if not self.isolated:
+            log.warning(
+                "sandbox for %s is NOT isolated: commands run on the host with its real paths, "
+                "references writable and network %s",
+                self.workspace,
+                "on" if self.network else "not cut",
+            )
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-"))
+        (self._runtime / "tmp").mkdir()
+        try:
+            self._spawn()
+            self.client().wait_ready(READY_TIMEOUT_S)
+        except BaseException as exc:
+            detail = self._server_log()
+            self.stop()
+            if isinstance(exc, SandboxUnavailable):
+                raise SandboxUnavailable(f"sandbox did not start: {exc}; server said: {detail}") from None
+            raise
+
+    def _spawn(self) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(self._runtime / "tool.sock"))
+            listener.listen(64)
+            fd = listener.fileno()
+            argv = self._bwrap_argv(fd) if self.isolated else self._plain_argv(fd)
+            with open(self._runtime / "toolserver.log", "wb") as server_log:
+                self._proc = subprocess.Popen(
+                    argv,
+                    env=self._env(),
+                    cwd=self.workspace,
+                    pass_fds=(fd,),
+                    stdin=subprocess.DEVNULL,
+                    stdout=server_log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        finally:
+            listener.close()
+
+    def _server_log(self) -> str:
+        try:
+            return (self._runtime / "toolserver.log").read_text(errors="replace").strip()[-2000:] or "(nothing)"
+        except (OSError, TypeError):
+            return "(no log)"
+
+    def stop(self) -> None:
+        """End the server and every process it started; remove the private folder."""
+        if self._proc is not None:
+            pgid = self._proc.pid
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(pgid, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+        _kill_marked(f"{MARKER_ENV}={self._id}".encode())
+        if self._runtime is not None:
+            shutil.rmtree(self._runtime, ignore_errors=True)
+            self._runtime = None

@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""GDPval sandbox tool server: `bash` and `python_exec` over loopback HTTP/JSON.
+
+Standard library only and free of `gdpval` imports: this one file is copied into sandbox
+images (as /opt/gdpval/toolserver.py) and bound into bubblewrap sandboxes, so it must run on
+any Python 3.9+.
+
+    python3 toolserver.py --listen 127.0.0.1:PORT | unix:/path.sock | fd:N --workspace DIR
+                          [--max-output N] [--python PATH] [--token-file PATH] [--exit-with-parent]
+
+The bearer token comes from $GDPVAL_SANDBOX_TOKEN (removed from the environment before any
+command runs, so commands do not see it casually) or from --token-file. `fd:N` serves an
+already listening socket inherited from the launcher, which keeps the socket's path out of the
+sandbox entirely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import hmac
+import ipaddress
+import json
+import os
+import selectors
+import signal
+import socket
+import socketserver
+import stat
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Dict, List, Optional, Set, Tuple
+
+TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"
+DEFAULT_MAX_OUTPUT = 30000
+DEFAULT_TIMEOUT = 180.0
+MAX_TIMEOUT = 24 * 3600.0
+MAX_BODY_BYTES = 16 * 1024 * 1024
+KILL_GRACE_S = 1.0
+DRAIN_AFTER_EXIT_S = 0.5
+TIMEOUT_EXIT_CODE = 124
+READ_CHUNK = 65536
+
+
+class CappedOutput:
+    """Keeps the head and tail of a byte stream as text, so a flood never fills memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.tail_limit = limit // 2
+        self.head_limit = limit - self.tail_limit
+        self.head: List[str] = []
+        self.head_len = 0
+        self.tail = ""
+        self.total = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        text = self._decoder.decode(data, final)
+        self.total += len(text)
+        room = self.head_limit - self.head_len
+        if room > 0 and text:
+            piece = text[:room]
+            self.head.append(piece)
+            self.head_len += len(piece)
+            text = text[room:]
+        if text and self.tail_limit:
+            self.tail = (self.tail + text)[-self.tail_limit :]
+
+    def render(self) -> Tuple[str, bool]:
+        """The kept text, with a marker where characters were dropped."""
+        self.feed(b"", final=True)
+        omitted = self.total - self.head_len - len(self.tail)
+        head = "".join(self.head)
+        if omitted <= 0:
+            return head + self.tail, False
+        return f"{head}\n[... {omitted} characters omitted ...]\n{self.tail}", True
+
+
+class ProcessRegistry:
+    """Running command groups, so shutdown can kill what requests started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: Set[subprocess.Popen] = set()
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            kill_group(proc)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (non-zombie) process is left in the group; orphans may wait to be reaped."""
+    if os.path.isdir("/proc/self"):
+        return any(_live_member(entry, pgid) for entry in os.listdir("/proc") if entry.isdigit())
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _live_member(pid: str, pgid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """TERM the command's whole process group, then KILL whatever outlives a short grace."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.02)
+    _signal_group(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _feed_stdin(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _pump(proc: subprocess.Popen, out: CappedOutput, deadline: float) -> bool:
+    """Read combined output until EOF or the deadline; True when the deadline hit first.
+
+    Once the main process has exited, background children that still hold the pipe get a
+    short grace and are then no longer waited for.
+    """
+    fd = proc.stdout.fileno()
+    exited_at: Optional[float] = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= DRAIN_AFTER_EXIT_S:
+                return False
+            if sel.select(min(deadline - now, 0.1)):
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    return False
+                out.feed(data)
+
+
+def _drain(fd: int, out: CappedOutput) -> None:
+    """Take what a killed group left in the pipe without blocking."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        for _ in range(64):
+            if not sel.select(0):
+                return
+            data = os.read(fd, READ_CHUNK)
+            if not data:
+                return
+            out.feed(data)
+
+
+def _exit_code(returncode: Optional[int]) -> int:
+    if returncode is None:
+        return TIMEOUT_EXIT_CODE
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_command(
+    argv: List[str],
+    stdin_data: Optional[bytes],
+    cwd: str,
+    timeout: float,
+    max_output: int,
+    registry: ProcessRegistry,
+) -> Dict[str, object]:
+    """Run one command in its own session; the result is the tool response body."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return _result(f"failed to start {argv[0]}: {exc}\n", 127, False, False, start)
+    registry.add(proc)
+    try:
+        if stdin_data is not None:
+            threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin_data), daemon=True).start()
+        out = CappedOutput(max_output)
+        timed_out = _pump(proc, out, start + timeout)
+        if not timed_out:
+            timed_out = _wait_until(proc, start + timeout)
+        if timed_out:
+            kill_group(proc)
+            _drain(proc.stdout.fileno(), out)
+        text, truncated = out.render()
+        code = TIMEOUT_EXIT_CODE if timed_out else _exit_code(proc.returncode)
+        if timed_out:
+            text += f"\n[command timed out after {timeout:g} s; its process group was killed]\n"
+        return _result(text, code, timed_out, truncated, start)
+    finally:
+        registry.discard(proc)
+        proc.stdout.close()
+
+
+def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for a process that closed its output but still runs; True if the deadline hit."""
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def _result(output: str, code: int, timed_out: bool, truncated: bool, start: float) -> Dict[str, object]:
+    return {
+        "output": output,
+        "exit_code": code,
+        "timed_out": timed_out,
+        "truncated": truncated,
+        "duration_s": round(time.monotonic() - start, 3),
+    }
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _timeout_of(body: dict) -> float:
+    value = body.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadRequest("'timeout' must be a number of seconds")
+    if not 0 < value <= MAX_TIMEOUT:
+        raise BadRequest(f"'timeout' must be > 0 and <= {MAX_TIMEOUT:g}")
+    return float(value)
+
+
+def _string_field(body: dict, name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str):
+        raise BadRequest(f"{name!r} must be a string")
+    return value
+
+
+class Tools:
+    """The two tools, bound to one workspace and interpreter."""
+
+    def __init__(self, workspace: str, python: str, max_output: int) -> None:
+        self.workspace = workspace
+        self.python = python
+        self.max_output = max_output
+        self.registry = ProcessRegistry()
+
+    def run(self, tool: str, body: dict) -> Dict[str, object]:
+        timeout = _timeout_of(body)
+        if tool == "bash":
+            command = _string_field(body, "command")
+            if "\x00" in command:
+                raise BadRequest("'command' must not contain NUL characters")
+            argv, stdin = ["bash", "-c", command], None
+        else:
+            argv, stdin = [self.python, "-u", "-"], _string_field(body, "code").encode("utf-8", "surrogatepass")
+        return run_command(argv, stdin, self.workspace, timeout, self.max_output, self.registry)
+
+
+TOOL_NAMES = ("bash", "python_exec")
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "gdpval-toolserver/1"
+
+    def address_string(self) -> str:
+        return self.client_address[0] if isinstance(self.client_address, tuple) else "unix"
+
+    def log_message(self, format: str, *args: object) -> None:
+        sys.stderr.write("toolserver: %s %s\n" % (self.address_string(), format % args))
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            self._send(200, {"ok": True})
+        else:
+            self._send(404, {"error": f"no such path {self.path}"})
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            self._send(401, {"error": "missing or wrong bearer token"})
+            return
+        prefix = "/v1/tools/"
+        tool = self.path[len(prefix) :] if self.path.startswith(prefix) else ""
+        if tool not in TOOL_NAMES:
+            self._send(404, {"error": f"unknown tool path {self.path}; tools: {', '.join(TOOL_NAMES)}"})
+            return
+        try:
+            result = self.server.tools.run(tool, self._read_json())
+        except BadRequest as exc:
+            self._send(400, {"error": str(exc)})
+            return
+        except Exception as exc:
+            self.log_error("tool %s failed: %r", tool, exc)
+            self._send(500, {"error": f"tool server error: {exc}"})
+            return
+        self._send(200, result)
+
+    def _authorized(self) -> bool:
+        header = self.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(given.strip().encode(), self.server.token.encode())
+
+    def _read_json(self) -> dict:
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            raise BadRequest("a Content-Length header is required") from None
+        if length < 0 or length > MAX_BODY_BYTES:
+            raise BadRequest(f"body must be at most {MAX_BODY_BYTES} bytes")
+        try:
+            body = json.loads(self.rfile.read(length).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise BadRequest("body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise BadRequest("body must be a JSON object")
+        return body
+
+
+class _ServerMixin:
+    daemon_threads = True
+    tools: Tools
+    token: str
+
+
+class TCPToolServer(_ServerMixin, socketserver.ThreadingMixIn, HTTPServer):
+    allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+class TCPv6ToolServer(TCPToolServer):
+    address_family = socket.AF_INET6
+
+
+class UnixToolServer(_ServerMixin, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    pass
+
+
+def _split_host_port(spec: str) -> Tuple[str, int]:
+    if spec.startswith("["):
+        host, _, rest = spec[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit():
+        raise SystemExit(f"toolserver: bad --listen {spec!r}; use 127.0.0.1:PORT or unix:/path")
+    return host, int(port)
+
+
+def _loopback_ip(host: str) -> str:
+    """The numeric loopback address for `host`; anything else is refused."""
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise SystemExit(f"toolserver: --listen host {host!r} is not an IP address or localhost") from None
+    if not ip.is_loopback:
+        raise SystemExit(f"toolserver: refusing to listen on non-loopback address {host}")
+    return str(ip)
+
+
+def _unix_server(path: str) -> UnixToolServer:
+    if os.path.exists(path):
+        if not _is_socket(path):
+            raise SystemExit(f"toolserver: {path} exists and is not a socket")
+        os.unlink(path)
+    old = os.umask(0o177)
+    try:
+        return UnixToolServer(path, Handler)
+    finally:
+        os.umask(old)
+
+
+def _is_socket(path: str) -> bool:
+    return stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def _inherited_server(fd: int) -> socketserver.BaseServer:
+    sock = socket.socket(fileno=fd)
+    if sock.family == socket.AF_UNIX:
+        server: socketserver.BaseServer = UnixToolServer(sock.getsockname(), Handler, bind_and_activate=False)
+    elif sock.family in (socket.AF_INET, socket.AF_INET6):
+        _loopback_ip(sock.getsockname()[0])
+        cls = TCPv6ToolServer if sock.family == socket.AF_INET6 else TCPToolServer
+        server = cls(sock.getsockname()[:2], Handler, bind_and_activate=False)
+    else:
+        raise SystemExit(f"toolserver: inherited fd {fd} is not a unix or TCP socket")
+    server.socket.close()
+    server.socket = sock
+    sock.listen(64)
+    return server
+
+
+def make_server(listen: str) -> Tuple[socketserver.BaseServer, str]:
+    """A threaded server for a --listen spec, and the address clients should use."""
+    if listen.startswith("unix:"):
+        path = listen[len("unix:") :]
+        return _unix_server(path), f"unix:{path}"
+    if listen.startswith("fd:"):
+        server = _inherited_server(int(listen[3:]))
+        return server, _display_address(server)
+    host, port = _split_host_port(listen)
+    ip = _loopback_ip(host)
+    cls = TCPv6ToolServer if ":" in ip else TCPToolServer
+    server = cls((ip, port), Handler)
+    return server, _display_address(server)
+
+
+def _display_address(server: socketserver.BaseServer) -> str:
+    name = server.socket.getsockname()
+    if server.socket.family == socket.AF_UNIX:
+        return f"unix:{name}"
+    host = f"[{name[0]}]" if server.socket.family == socket.AF_INET6 else name[0]
+    return f"http://{host}:{name[1]}"
+
+
+def _read_token(token_file: Optional[str]) -> str:
+    token = os.environ.pop(TOKEN_ENV, "")
+    if token_file:
+        with open(token_file, encoding="utf-8") as fh:
+            token = fh.read().strip()
+    if not token:
+        raise SystemExit(f"toolserver: no token; set ${TOKEN_ENV} or pass --token-file")
+    return token
+
+
+def _watch_parent() -> None:
+    """Stop serving once the launcher is gone, so a killed runner leaves no sandbox behind."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="GDPval sandbox tool server (bash, python_exec).")
+    parser.add_argument("--listen", required=True, help="127.0.0.1:PORT, [::1]:PORT, unix:/path or fd:N")
+    parser.add_argument("--workspace", required=True, help="working directory of every command")
+    parser.add_argument("--max-output", type=int, default=DEFAULT_MAX_OUTPUT, help="characters kept per call")
+    parser.add_argument("--python", default=sys.executable, help="interpreter for python_exec")
+    parser.add_argument("--token-file", help=f"file holding the bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument("--exit-with-parent", action="store_true", help="exit when the launching process dies")
+    args = parser.parse_args(argv)
+    if args.max_output < 100:
+        parser.error("--max-output must be at least 100")
+    return args
+
+
+def _on_term(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    token = _read_token(args.token_file)
+    workspace = os.path.abspath(args.workspace)
+    os.makedirs(os.path.join(workspace, "deliverable_files"), exist_ok=True)
+    server, address = make_server(args.listen)
+    tools = Tools(workspace, args.python, args.max_output)
+    server.tools, server.token = tools, token
+    signal.signal(signal.SIGTERM, _on_term)
+    if args.exit_with_parent:
+        threading.Thread(target=_watch_parent, daemon=True).start()
+    print(json.dumps({"listening": address}), flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        tools.registry.kill_all()
+        server.server_close()
+        if args.listen.startswith("unix:"):
+            _unlink_quietly(address[len("unix:") :])
+    return 0
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
