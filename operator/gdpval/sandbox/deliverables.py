@@ -178,9 +178,9 @@ def _over_count(extra: list[tuple[str, int]], max_files: int) -> list[RefusedFil
     reason = f"over the count cap ({max_files} files)"
     refused = [RefusedFile(path=rel, reason=reason) for rel, _ in extra[:MAX_COUNT_REFUSALS]]
     if len(extra) > MAX_COUNT_REFUSALS:
-        last = extra[MAX_COUNT_REFUSALS - 1][0]
-        more = len(extra) - MAX_COUNT_REFUSALS
-        refused.append(RefusedFile(path=last, reason=f"{reason}; {more} more files after this one not listed"))
+        first_unlisted = extra[MAX_COUNT_REFUSALS][0]
+        more = len(extra) - MAX_COUNT_REFUSALS - 1
+        refused.append(RefusedFile(path=first_unlisted, reason=f"{reason}; {more} more after this one not listed"))
     return refused
 
 

@@ -211,6 +211,11 @@ class LocalSandbox:
             raise KeyError(f"{dataset_path} is not a reference of this sandbox")
         return f"/{dataset_path}" if self.isolated else str(self.references[dataset_path])
 
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the server process (bubblewrap when isolated); None when stopped."""
+        return self._proc.pid if self._proc is not None else None
+
     def client(self) -> SandboxClient:
         return SandboxClient(self.address, self.token)
 
