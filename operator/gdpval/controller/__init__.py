@@ -1,0 +1,1 @@
+"""The Kubernetes operator for GdpvalRun (filled in below)."""

@@ -1,0 +1,259 @@
+"""The GdpvalRun resource as typed models: the CRD schema is generated from these classes.
+
+Field names follow Kubernetes conventions (camelCase, `baseURL`); Python code uses snake_case.
+Everything the API server can check lives here as schema bounds or CEL rules (`x-kubernetes-*`
+keys in `json_schema_extra`), so a bad spec is refused at `kubectl apply` instead of at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "gdpval.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "GdpvalRun"
+PLURAL = "gdpvalruns"
+SINGULAR = "gdpvalrun"
+SHORT_NAMES = ["gdpv"]
+CATEGORIES = ["gdpval"]
+
+DEFAULT_DATASET = "openai-mirror/gdpval"
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+CleanupPolicy = Literal["Delete", "KeepFailed", "Keep"]
+
+
+def _cel(rule: str, message: str, **extra: str) -> dict[str, str]:
+    return {"rule": rule, "message": message, **extra}
+
+
+def immutable(path: str) -> dict[str, Any]:
+    """A transition rule: the field keeps its value after creation (one run, one setup)."""
+    return {"x-kubernetes-validations": [_cel("self == oldSelf", f"{path} is immutable: create a new GdpvalRun to change it")]}
+
+
+PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+HTTP_URL = {"x-kubernetes-validations": [_cel("self.matches('^https?://[^\\\\s/]+')", "must be an http:// or https:// URL")]}
+
+
+ShortText = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class SecretKeyRef(_Model):
+    """A key of a Secret in the run's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="Secret name.")
+    key: str = Field(min_length=1, max_length=253, description="Key inside the Secret.")
+
+
+class ModelSpec(_Model):
+    """The OpenAI-compatible endpoint and how to sample from it."""
+
+    name: str = Field(min_length=1, max_length=256, description="Model name sent to the endpoint.")
+    base_url: str | None = Field(
+        default=None, alias="baseURL", max_length=2048, json_schema_extra=HTTP_URL,
+        description="OpenAI-compatible base URL; empty means the OpenAI API.",
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret key holding the API key; it reaches only the agent container."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="max_tokens per response.")
+    extra_body: dict[str, Any] | None = Field(
+        default=None, json_schema_extra=PRESERVE, description="JSON merged into every request body."
+    )
+
+
+class DatasetSpec(_Model):
+    """Where the GDPval tasks come from; the prepare Job pins the revision it resolved."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel("self.source != 's3' || self.id.startsWith('s3://')", "dataset.id must be an s3://bucket/prefix when dataset.source is s3"),
+                _cel(
+                    "self.source != 'modelscope' || self.id.matches('^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$')",
+                    "dataset.id must be a ModelScope dataset id such as openai-mirror/gdpval",
+                ),
+            ]
+        }
+    )
+
+    source: Literal["modelscope", "s3"] = Field(default="modelscope", description="modelscope or s3 (a prefix in the Hugging Face layout).")
+    id: str = Field(default=DEFAULT_DATASET, min_length=1, max_length=1024, description="Dataset id or s3:// prefix.")
+    revision: str | None = Field(default=None, max_length=256, description="Revision to pin; empty means the latest.")
+    split: str = Field(default="train", min_length=1, max_length=64)
+
+
+class SelectionSpec(_Model):
+    """Which tasks run, and how many samples each."""
+
+    limit: int | None = Field(default=None, ge=1, description="At most this many tasks.")
+    task_ids: list[ShortText] = Field(default_factory=list, max_length=10000, json_schema_extra={"x-kubernetes-list-type": "set"})
+    sectors: list[ShortText] = Field(default_factory=list, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"})
+    occupations: list[ShortText] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"})
+    repeats: int = Field(default=1, ge=1, le=100, description="Samples per task (one submission per repeat).")
+
+
+class AgentSpec(_Model):
+    """The model loop and its sandbox."""
+
+    max_steps: int = Field(default=250, ge=1, le=10000, description="Model turns before a sample fails.")
+    command_timeout_seconds: int = Field(default=180, ge=1, le=86400, description="Seconds before a tool command is killed.")
+    network: bool = Field(default=False, description="Let the sample pod reach networks beyond the model and S3 endpoints.")
+    allowed_egress: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=64, json_schema_extra={"items": PRESERVE},
+        description="Extra NetworkPolicy egress rules for network-disabled samples (e.g. a model endpoint known by name).",
+    )
+
+
+class ImagesSpec(_Model):
+    agent: str | None = Field(default=None, max_length=1024, description="Operator/agent image; default: the operator's.")
+    sandbox: str | None = Field(default=None, max_length=1024, description="Sandbox image; default: the operator's.")
+    pull_policy: PullPolicy = "IfNotPresent"
+
+
+class SamplePolicy(_Model):
+    """Per-sample limits."""
+
+    retries: int = Field(default=2, ge=0, le=20, description="Attempts after the first when a sample fails.")
+    backoff_seconds: int = Field(default=30, ge=0, le=86400, description="Delay before the first retry; doubles per retry.")
+    max_backoff_seconds: int = Field(default=600, ge=0, le=86400)
+    deadline_seconds: int = Field(default=7200, ge=60, le=7 * 86400, description="Pod activeDeadlineSeconds of one attempt.")
+    pending_timeout_seconds: int = Field(
+        default=600, ge=30, le=86400, description="A pod still Pending after this long is stuck: it is replaced and counts as a failed attempt."
+    )
+
+
+class S3Credentials(_Model):
+    name: str = Field(min_length=1, max_length=253, description="Secret with the S3 credentials.")
+    access_key_id_key: str = Field(default="AWS_ACCESS_KEY_ID", min_length=1, max_length=253)
+    secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", min_length=1, max_length=253)
+
+
+class OutputSpec(_Model):
+    """Where artifacts go; they outlive the GdpvalRun."""
+
+    url: str = Field(
+        max_length=1024,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")
+            ]
+        },
+        description="s3://bucket/prefix",
+    )
+    endpoint: str | None = Field(default=None, max_length=2048, json_schema_extra=HTTP_URL, description="S3-compatible endpoint URL.")
+    region: str | None = Field(default=None, max_length=64)
+    credentials_secret: S3Credentials | None = Field(default=None, description="Without it, pods use ambient credentials.")
+
+
+Quantity = int | str
+
+
+class Resources(_Model):
+    requests: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
+    limits: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
+
+
+class ResourcesSpec(_Model):
+    """Requests and limits per container."""
+
+    agent: Resources | None = None
+    sandbox: Resources | None = None
+    stage: Resources | None = None
+    jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
+
+
+class PodOverrides(_Model):
+    """Scheduling and metadata applied to every pod of the run (samples and Jobs)."""
+
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels, e.g. kueue.x-k8s.io/queue-name.")
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, json_schema_extra={"items": PRESERVE})
+    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE)
+    priority_class_name: str | None = Field(default=None, max_length=253)
+    runtime_class_name: str | None = Field(default=None, max_length=253, description="Applied to sample pods only (e.g. gVisor).")
+    service_account_name: str | None = Field(default=None, max_length=253, description="Its token is never mounted.")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": {}})
+
+
+FAILURE_BUDGET_RULE = _cel(
+    "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",
+    "failureBudget must be a count >= 0 or a percentage such as '10%'",
+)
+
+
+class GdpvalRunSpec(_Model):
+    """What to run; see the field descriptions."""
+
+    model: ModelSpec = Field(json_schema_extra=immutable("spec.model"))
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec, json_schema_extra={"default": {}, **immutable("spec.dataset")})
+    selection: SelectionSpec = Field(default_factory=SelectionSpec, json_schema_extra={"default": {}, **immutable("spec.selection")})
+    agent: AgentSpec = Field(default_factory=AgentSpec, json_schema_extra={"default": {}, **immutable("spec.agent")})
+    output: OutputSpec = Field(json_schema_extra=immutable("spec.output"))
+    images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": {}})
+    parallelism: int = Field(default=4, ge=1, le=10000, description="Sample pods running at once.")
+    samples: SamplePolicy = Field(default_factory=SamplePolicy, json_schema_extra={"default": {}})
+    failure_budget: int | str = Field(
+        default="10%", json_schema_extra={"x-kubernetes-validations": [FAILURE_BUDGET_RULE], "maxLength": 4},
+        description="Failed samples (count or percentage of all samples) the run tolerates before it fails.",
+    )
+    deadline_seconds: int | None = Field(default=None, ge=60, description="Wall-clock limit of the whole run.")
+    suspend: bool = Field(default=False, description="Stop starting pods; running ones finish. Unset to resume.")
+    pod: PodOverrides = Field(default_factory=PodOverrides, json_schema_extra={"default": {}})
+    cleanup_policy: CleanupPolicy = Field(
+        default="Delete", description="Which finished pods and Jobs are deleted: Delete (all), KeepFailed, Keep. S3 artifacts are always kept."
+    )
+
+
+class Condition(_Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+    last_transition_time: str = ""
+    observed_generation: int = 0
+
+
+class SampleCounts(_Model):
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+
+
+class Tokens(_Model):
+    input: int = 0
+    output: int = 0
+
+
+class GdpvalRunStatus(_Model):
+    """Bounded: counts, conditions and URIs, never one entry per sample."""
+
+    observed_generation: int = 0
+    state: str = ""
+    progress: str = ""
+    samples: SampleCounts = Field(default_factory=SampleCounts)
+    tokens: Tokens = Field(default_factory=Tokens)
+    model_api_errors: int = Field(default=0, alias="modelAPIErrors")
+    start_time: str | None = None
+    completion_time: str | None = None
+    dataset_revision: str | None = None
+    submission_uri: str | None = Field(default=None, alias="submissionURI")
+    submission_ready_rate: float | None = None
+    pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )

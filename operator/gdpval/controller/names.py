@@ -1,0 +1,96 @@
+"""Names, labels and annotations of the objects the operator owns.
+
+Kubernetes caps label values and DNS labels at 63 characters; a long run or sample name is cut and
+suffixed with a hash of the full text, so two different inputs never collide after truncation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from gdpval.controller.api import GROUP
+
+MAX = 63
+MANAGED_BY = "gdpval-operator"
+
+# Labels: what selectors and indexes use.
+L_NAME = "app.kubernetes.io/name"
+L_MANAGED_BY = "app.kubernetes.io/managed-by"
+L_COMPONENT = "app.kubernetes.io/component"
+L_INSTANCE = "app.kubernetes.io/instance"
+L_RUN = f"{GROUP}/run"
+L_RUN_UID = f"{GROUP}/run-uid"
+L_SAMPLE = f"{GROUP}/sample"
+L_ATTEMPT = f"{GROUP}/attempt"
+L_NETWORK = f"{GROUP}/network"
+
+# Annotations: full values that may not fit a label.
+A_SAMPLE_ID = f"{GROUP}/sample-id"
+
+# kopf's own storage, under our group.
+FINALIZER = f"{GROUP}/finalizer"
+
+COMPONENT_SAMPLE = "sample"
+COMPONENT_PREPARE = "prepare"
+COMPONENT_ASSEMBLE = "assemble"
+
+MANAGED_SELECTOR = f"{L_MANAGED_BY}={MANAGED_BY}"
+
+_INVALID = re.compile(r"[^a-z0-9-]+")
+_LABEL_OK = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _digest(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def label_value(text: str) -> str:
+    """`text` itself when it is a valid label value, else a readable prefix plus a hash."""
+    if len(text) <= MAX and _LABEL_OK.match(text):
+        return text
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")[: MAX - 9].rstrip("-_.")
+    return f"{cleaned}-{_digest(text)}" if cleaned else _digest(text)
+
+
+def dns_label(*parts: str) -> str:
+    """A DNS-1123 label (pod, Job, ConfigMap name) from parts, unique per input."""
+    joined = "-".join(parts)
+    cleaned = _INVALID.sub("-", joined.lower()).strip("-")
+    if cleaned == joined and len(cleaned) <= MAX:
+        return cleaned
+    return f"{cleaned[: MAX - 9].rstrip('-')}-{_digest(joined)}"
+
+
+def sample_pod_name(run: str, sample: str, attempt: int) -> str:
+    """Deterministic per attempt, so a repeated create after a crash finds the same pod (409)."""
+    suffix = f"a{attempt}"
+    full = f"{run}-{sample}-{suffix}"
+    if len(full) <= MAX and _INVALID.sub("-", full) == full:
+        return full
+    head = f"{run[:20]}-{sample[:24]}".lower()
+    head = _INVALID.sub("-", head).strip("-")
+    return f"{head}-{_digest(run + '/' + sample)}-{suffix}"
+
+
+def job_name(run: str, component: str) -> str:
+    return dns_label(run, component)
+
+
+def ledger_name(run: str) -> str:
+    return dns_label(run, "ledger")
+
+
+def network_policy_name(run: str) -> str:
+    return dns_label(run, "no-network")
+
+
+def base_labels(run: str, uid: str, component: str) -> dict[str, str]:
+    return {
+        L_NAME: "gdpval",
+        L_MANAGED_BY: MANAGED_BY,
+        L_COMPONENT: component,
+        L_INSTANCE: label_value(run),
+        L_RUN: label_value(run),
+        L_RUN_UID: uid,
+    }
