@@ -62,7 +62,9 @@ def secrets_in_env() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def boxed(tmp_path_factory: pytest.TempPathFactory, refs: dict[str, Path], secrets_in_env: None) -> Iterator[LocalSandbox]:
+def boxed(
+    tmp_path_factory: pytest.TempPathFactory, refs: dict[str, Path], secrets_in_env: None
+) -> Iterator[LocalSandbox]:
     if not bwrap_status()[0]:
         pytest.skip(f"bubblewrap unusable: {bwrap_status()[1]}")
     with LocalSandbox(tmp_path_factory.mktemp("ws"), refs, isolation="bwrap") as sandbox:
@@ -73,7 +75,8 @@ def boxed(tmp_path_factory: pytest.TempPathFactory, refs: dict[str, Path], secre
 def test_workspace_is_mounted_at_workspace(boxed: LocalSandbox) -> None:
     assert (boxed.isolated, boxed.workspace_path, boxed.reference_root) == (True, "/workspace", "/reference_files")
     client = boxed.client()
-    assert bash(client, "pwd; ls -d deliverable_files; echo made > deliverable_files/out.txt") == "/workspace\ndeliverable_files\n"
+    out = bash(client, "pwd; ls -d deliverable_files; echo made > deliverable_files/out.txt")
+    assert out == "/workspace\ndeliverable_files\n"
     assert (boxed.workspace / "deliverable_files" / "out.txt").read_text() == "made\n"
     code = "import os; print(os.getcwd()); print(os.path.realpath('/workspace'))"
     assert client.call("python_exec", {"code": code}, timeout=20).output == "/workspace\n/workspace\n"
@@ -97,7 +100,8 @@ def test_references_readable_at_dataset_paths_and_read_only(boxed: LocalSandbox,
 def test_host_is_hidden_and_root_read_only(boxed: LocalSandbox) -> None:
     client = boxed.client()
     hidden = ["/work", "/root", "/home", str(boxed.workspace), str(Path(__file__).parent)]
-    out = bash(client, " ; ".join(f"test -e {shlex.quote(p)} && echo VISIBLE {shlex.quote(p)}" for p in hidden) + "; true")
+    probes = [f"test -e {shlex.quote(p)} && echo VISIBLE {shlex.quote(p)}" for p in hidden]
+    out = bash(client, " ; ".join(probes) + "; true")
     assert "VISIBLE" not in out
     assert "Read-only" in bash(client, "touch /etc/x /usr/x /x 2>&1; true")
     assert bash(client, "touch /tmp/x && echo tmp-ok") == "tmp-ok\n"
@@ -132,7 +136,13 @@ def host_listener() -> Iterator[int]:
     sock.close()
 
 
-CONNECT = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n    print('connected')\nexcept OSError as exc:\n    print('failed', exc)"
+CONNECT = """import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3)
+    print("connected")
+except OSError as exc:
+    print("failed", exc)
+"""
 
 
 @needs_bwrap

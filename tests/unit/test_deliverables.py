@@ -73,7 +73,8 @@ def test_collect_keeps_plain_files_and_refuses_the_rest(hostile: Path) -> None:
     assert got.files[1].host_path == hostile / "deliverable_files" / "report.docx"
     assert got.files[1].size == len(b"PK\x03\x04 docx")
     refused = reasons(got)
-    assert sorted(refused) == sorted(["passwd", "up", "etc", "dangling", "pipe", "null", "big.bin", "hardlink.txt", "sock"])
+    hostile_names = ["passwd", "up", "etc", "dangling", "pipe", "null", "big.bin", "hardlink.txt", "sock"]
+    assert sorted(refused) == sorted(hostile_names)
     for name in ("passwd", "up", "etc", "dangling"):
         assert refused[name].startswith("symlink")
     assert refused["pipe"] == "not a regular file (fifo)"
@@ -127,7 +128,8 @@ def test_deliverable_files_itself_a_symlink_is_refused(tmp_path: Path, target: s
 
 
 def test_deliverable_files_a_regular_file_or_missing(tmp_path: Path) -> None:
-    assert collect(tmp_path, max_file_bytes=MB, max_files=10) == Collected(root=tmp_path / "deliverable_files", max_file_bytes=MB)
+    empty = Collected(root=tmp_path / "deliverable_files", max_file_bytes=MB)
+    assert collect(tmp_path, max_file_bytes=MB, max_files=10) == empty
     (tmp_path / "deliverable_files").write_text("not a folder")
     got = collect(tmp_path, max_file_bytes=MB, max_files=10)
     assert got.files == [] and "regular file" in got.refused[0].reason
@@ -141,7 +143,10 @@ def test_undecodable_and_control_character_names_are_refused(tmp_path: Path) -> 
     (out / "line\nbreak.txt").write_text("x")
     got = collect(tmp_path, max_file_bytes=MB, max_files=10)
     assert got.files == []
-    assert reasons(got) == {"bad\\xff.txt": "name is not valid UTF-8", "line\nbreak.txt": "name contains control characters"}
+    assert reasons(got) == {
+        "bad\\xff.txt": "name is not valid UTF-8",
+        "line\nbreak.txt": "name contains control characters",
+    }
     got.refused[0].model_dump_json()
 
 

@@ -126,12 +126,14 @@ def test_python_exec(server: Server) -> None:
 
 
 def test_python_exec_stdin_is_only_the_code(server: Server) -> None:
-    out = server.client.call("python_exec", {"code": "try:\n    input()\nexcept EOFError:\n    print('eof')"}, timeout=10)
+    code = "try:\n    input()\nexcept EOFError:\n    print('eof')"
+    out = server.client.call("python_exec", {"code": code}, timeout=10)
     assert out.output == "eof\n"
 
 
 def test_python_exec_traceback_and_unicode(server: Server) -> None:
-    out = server.client.call("python_exec", {"code": "print('héllo ✓ 日本')\nraise ValueError('boom')"}, timeout=10)
+    code = "print('héllo ✓ 日本')\nraise ValueError('boom')"
+    out = server.client.call("python_exec", {"code": code}, timeout=10)
     assert out.output.startswith("héllo ✓ 日本\nTraceback")
     assert "ValueError: boom" in out.output and out.exit_code == 1
 
@@ -250,7 +252,8 @@ def test_refuses_to_start_without_a_token(tmp_path: Path) -> None:
 def test_unix_socket_module_entry_point_and_hidden_token(tmp_path: Path) -> None:
     sock = tmp_path / "tool.sock"
     env = {"PATH": os.environ["PATH"], "GDPVAL_SANDBOX_TOKEN": TOKEN}
-    argv = [sys.executable, "-m", "gdpval.sandbox.toolserver", "--listen", f"unix:{sock}", "--workspace", str(tmp_path / "ws")]
+    module = [sys.executable, "-m", "gdpval.sandbox.toolserver"]
+    argv = [*module, "--listen", f"unix:{sock}", "--workspace", str(tmp_path / "ws")]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     srv = Server(proc, json.loads(_ready_line(proc))["listening"], tmp_path / "ws")
     try:
@@ -302,8 +305,12 @@ def test_client_unavailable_when_nothing_listens(tmp_path: Path) -> None:
 
 def test_stays_standard_library_and_python39_syntax() -> None:
     tree = ast.parse(SERVER.read_text(), feature_version=(3, 9))
-    modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    modules |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module.split(".")[0])
     assert modules - {"__future__"} <= sys.stdlib_module_names
 
 
@@ -311,7 +318,8 @@ def test_stays_standard_library_and_python39_syntax() -> None:
 def test_runs_on_python39(tmp_path: Path) -> None:
     srv = start_server(tmp_path, "127.0.0.1:0", "--max-output", "200", python=str(PY39))
     try:
-        out = srv.client.call("python_exec", {"code": "import sys; print(sys.version_info[:2]); print('x' * 500)"}, timeout=10)
+        code = "import sys; print(sys.version_info[:2]); print('x' * 500)"
+        out = srv.client.call("python_exec", {"code": code}, timeout=10)
         assert out.output.startswith("(3, 9)\n") and out.truncated
         assert srv.client.call("bash", {"command": "sleep 5"}, timeout=0.5).timed_out
     finally:

@@ -156,7 +156,7 @@ class LocalSandbox:
         self.workspace = Path(workspace).absolute()
         self.references = _checked_references(references)
         self.network = network
-        self.isolated = self._choose_isolation(isolation)
+        self.isolated, self._isolation_note = self._choose_isolation(isolation)
         self.python = self._choose_python(python)
         self.token = secrets.token_urlsafe(32)
         self._id = secrets.token_hex(12)
@@ -164,17 +164,16 @@ class LocalSandbox:
         self._proc: subprocess.Popen | None = None
 
     @staticmethod
-    def _choose_isolation(isolation: Isolation) -> bool:
+    def _choose_isolation(isolation: Isolation) -> tuple[bool, str]:
+        """Whether to use bubblewrap, and why not when not."""
         if isolation not in ("auto", "bwrap", "none"):
             raise ValueError(f"isolation must be auto, bwrap or none, not {isolation!r}")
         if isolation == "none":
-            return False
+            return False, "isolation='none' requested"
         works, reason = bwrap_status()
         if not works and isolation == "bwrap":
             raise SandboxUnavailable(f"bubblewrap isolation requested but not usable: {reason}")
-        if not works:
-            log.warning("bubblewrap unavailable (%s); sandboxes fall back to plain processes", reason)
-        return works
+        return works, reason
 
     def _choose_python(self, python: str | None) -> str:
         if not self.isolated:
@@ -223,7 +222,9 @@ class LocalSandbox:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def _env(self) -> dict[str, str]:
@@ -260,10 +261,10 @@ class LocalSandbox:
             raise RuntimeError("sandbox already started")
         if not self.isolated:
             log.warning(
-                "sandbox for %s is NOT isolated: commands run on the host with its real paths, "
-                "references writable and network %s",
+                "sandbox for %s is NOT isolated (%s): commands run on the host as this user with "
+                "its real paths, references are writable and the network is not cut",
                 self.workspace,
-                "on" if self.network else "not cut",
+                self._isolation_note,
             )
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-"))

@@ -333,11 +333,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         if not self._authorized():
+            self._discard_body()
             self._send(401, {"error": "missing or wrong bearer token"})
             return
         prefix = "/v1/tools/"
         tool = self.path[len(prefix) :] if self.path.startswith(prefix) else ""
         if tool not in TOOL_NAMES:
+            self._discard_body()
             self._send(404, {"error": f"unknown tool path {self.path}; tools: {', '.join(TOOL_NAMES)}"})
             return
         try:
@@ -357,6 +359,15 @@ class Handler(BaseHTTPRequestHandler):
         if scheme.lower() != "bearer":
             return False
         return hmac.compare_digest(given.strip().encode(), self.server.token.encode())
+
+    def _discard_body(self) -> None:
+        """Read an unwanted body so closing the socket does not reset the client's read."""
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            return
+        if 0 < length <= MAX_BODY_BYTES:
+            self.rfile.read(length)
 
     def _read_json(self) -> dict:
         try:
