@@ -197,6 +197,16 @@ def test_answer_turn_cannot_carry_content_fault():
     assert script.decide_fault({"429": 1.0}, 0, turn) == "429"
 
 
+def test_odd_message_shapes_are_tolerated():
+    messages = start(NASTY) + [
+        {"role": "assistant", "content": [{"type": "text", "text": "thinking"}], "tool_calls": {"id": 1}},
+        {"role": "assistant", "tool_calls": [None, {"id": 7}, {"id": "call_someone_else"}]},
+        {"role": "tool", "tool_call_id": ["x"], "content": None},
+    ]
+    assert script.plan(messages).step == "list"
+    assert script.plan([{"role": "user", "content": [{"type": "text", "text": prompt(None)}]}]).step == "write"
+
+
 def test_conversation_identity_ignores_system_message():
     one, two = start(NASTY), start(NASTY)
     two[0]["content"] = "A different system prompt."

@@ -255,19 +255,18 @@ def write_code(path: str, text: str) -> str:
 def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
     """Our tool calls in order, each with its result text (None if not answered)."""
     results = {
-        m.get("tool_call_id"): message_text(m.get("content"))
+        m["tool_call_id"]: message_text(m.get("content"))
         for m in messages
-        if m.get("role") == "tool"
+        if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)
     }
     calls: list[Call] = []
     for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for tool_call in message.get("tool_calls") or []:
-            call_id = tool_call.get("id", "") if isinstance(tool_call, dict) else ""
-            match = _CALL_ID.match(call_id)
+        tool_calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        for tool_call in tool_calls if isinstance(tool_calls, list) else []:
+            identifier = tool_call.get("id") if isinstance(tool_call, dict) else None
+            match = _CALL_ID.match(identifier) if isinstance(identifier, str) else None
             if match and match.group(1) in STEPS:
-                calls.append(Call(match.group(1), match.group(3), results.get(call_id)))
+                calls.append(Call(match.group(1), match.group(3), results.get(identifier)))
     return calls
 
 

@@ -66,6 +66,10 @@ def error_reply(status: int, message: str, kind: str, code: str | None, param: s
     return Reply(status, {"error": error})
 
 
+def invalid(message: str, code: str | None = None, param: str | None = None, status: int = 400) -> Reply:
+    return error_reply(status, message, "invalid_request_error", code, param)
+
+
 def estimate_tokens(value: object) -> int:
     """A deterministic stand-in for a tokenizer: about four characters per token."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -104,12 +108,11 @@ class FakeModel:
         """Counts of requests, completions, faults by kind and replies by HTTP status."""
         with self._lock:
             counts = dict(self._stats)
-        pick = lambda prefix: {k[len(prefix) :]: v for k, v in counts.items() if k.startswith(prefix)}
         return {
             "requests": counts.get("requests", 0),
             "completions": counts.get("completions", 0),
-            "faults": pick("fault:"),
-            "statuses": {int(k): v for k, v in pick("status:").items()},
+            "faults": _with_prefix(counts, "fault:"),
+            "statuses": {int(k): v for k, v in _with_prefix(counts, "status:").items()},
         }
 
     def count(self, *keys: str) -> None:
@@ -124,20 +127,19 @@ class FakeModel:
         return reply
 
     def _route(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
-        routes = {"/v1/models": "GET", "/v1/chat/completions": "POST"}
-        if path not in routes and not path.startswith("/v1/models/"):
-            return error_reply(404, f"Unknown path {path}; this server offers {', '.join(routes)}.", "invalid_request_error", "unknown_url")
+        wanted = {"/v1/models": "GET", "/v1/chat/completions": "POST"}.get(path)
+        if path.startswith("/v1/models/"):
+            wanted = "GET"
+        if wanted is None:
+            return invalid(f"Unknown path {path}; try /v1/chat/completions or /v1/models.", "unknown_url", status=404)
         denied = self._check_key(authorization)
         if denied is not None:
             return denied
+        if method != wanted:
+            return invalid(f"Method {method} is not allowed on {path}.", "method_not_allowed", status=405)
         if path.startswith("/v1/models/"):
-            return self._model(path[len("/v1/models/") :]) if method == "GET" else self._not_allowed(method, path)
-        if method != routes[path]:
-            return self._not_allowed(method, path)
+            return self._model(path[len("/v1/models/") :])
         return self._models() if path == "/v1/models" else self._chat(raw)
-
-    def _not_allowed(self, method: str, path: str) -> Reply:
-        return error_reply(405, f"Method {method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed")
 
     def _check_key(self, authorization: str | None) -> Reply | None:
         expected = self.config.api_key
@@ -146,8 +148,8 @@ class FakeModel:
         given = (authorization or "").removeprefix("Bearer ").strip()
         if authorization and hmac.compare_digest(given.encode(), expected.encode()):
             return None
-        message = "Incorrect API key provided." if given else "You didn't provide an API key."
-        return error_reply(401, message + " Send Authorization: Bearer <key>.", "invalid_request_error", "invalid_api_key")
+        problem = "Incorrect API key provided." if given else "You didn't provide an API key."
+        return invalid(f"{problem} Send Authorization: Bearer <key>.", "invalid_api_key", status=401)
 
     def _model_card(self) -> dict[str, Any]:
         return {"id": self.config.model, "object": "model", "created": 0, "owned_by": "gdpval-fake-model"}
@@ -160,33 +162,33 @@ class FakeModel:
 
     def _unknown_model(self, name: object) -> Reply:
         message = f"The model `{name}` does not exist or you do not have access to it."
-        return error_reply(404, message, "invalid_request_error", "model_not_found")
+        return invalid(message, "model_not_found", status=404)
 
     def _chat(self, raw: bytes) -> Reply:
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:
-            return error_reply(400, f"The request body is not valid JSON: {exc}.", "invalid_request_error", None)
+            return invalid(f"The request body is not valid JSON: {exc}.")
         problem = self._check_body(body)
         if problem is not None:
             return problem
         try:
             faults = self._faults_for(body)
         except ValueError as exc:
-            return error_reply(400, f"Invalid {FAULTS_BODY_FIELD}: {exc}.", "invalid_request_error", None, FAULTS_BODY_FIELD)
+            return invalid(f"Invalid {FAULTS_BODY_FIELD}: {exc}.", param=FAULTS_BODY_FIELD)
         return self._complete(body, faults)
 
     def _check_body(self, body: Any) -> Reply | None:
         if not isinstance(body, dict):
-            return error_reply(400, "The request body must be a JSON object.", "invalid_request_error", None)
+            return invalid("The request body must be a JSON object.")
         if body.get("model") != self.config.model:
             return self._unknown_model(body.get("model"))
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            return error_reply(400, "'messages' must be a non-empty array of objects.", "invalid_request_error", None, "messages")
+            return invalid("'messages' must be a non-empty array of objects.", param="messages")
         if body.get("stream"):
             message = "Streaming is not supported by the fake model; send stream=false."
-            return error_reply(400, message, "invalid_request_error", "unsupported_parameter", "stream")
+            return invalid(message, "unsupported_parameter", "stream")
         return None
 
     def _faults_for(self, body: dict[str, Any]) -> dict[str, float]:
@@ -198,7 +200,8 @@ class FakeModel:
     def _complete(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
         messages = body["messages"]
         turn = script.plan(messages)
-        fault = self._fire(script.decide_fault(faults, self.config.seed, turn), body, turn)
+        digest = request_hash(body)
+        fault = self._fire(script.decide_fault(faults, self.config.seed, turn), digest, turn)
         delay = self.config.latency
         if fault == "slow":
             delay += self.config.slow_seconds
@@ -208,39 +211,44 @@ class FakeModel:
             return reply
         message = script.render_message(turn, fault if fault in script.CONTENT_FAULTS else None)
         self.count("completions")
-        return Reply(200, self._completion(body, messages, message), delay=delay)
+        return Reply(200, self._completion(digest, messages, message), delay=delay)
 
-    def _fire(self, fault: str | None, body: dict[str, Any], turn: script.Plan) -> str | None:
+    def _fire(self, fault: str | None, digest: str, turn: script.Plan) -> str | None:
         """Apply the repeat limits; context_length is permanent, like the real error."""
         if fault is None:
             return None
         repeats = self.config.fault_repeats
         if fault in script.CONTENT_FAULTS and turn.content_faults >= repeats:
             return None
-        if fault != "context_length" and not self._fired.try_fire(request_hash(body), fault, repeats):
+        if fault != "context_length" and not self._fired.try_fire(digest, fault, repeats):
             return None
         self.count(f"fault:{fault}")
         return fault
 
     def _fault_reply(self, fault: str, messages: list[dict[str, Any]]) -> Reply:
+        injected = "(injected by the fake model)"
         if fault == "429":
             wait = f"{self.config.retry_after:g}"
-            reply = error_reply(429, f"Rate limit reached for {self.config.model} (injected by the fake model). Please try again in {wait}s.", "requests", "rate_limit_exceeded")
+            message = f"Rate limit reached for {self.config.model} {injected}. Please try again in {wait}s."
+            reply = error_reply(429, message, "requests", "rate_limit_exceeded")
             reply.headers["Retry-After"] = wait
             return reply
         if fault == "500":
-            return error_reply(500, "The server had an error while processing your request (injected by the fake model).", "server_error", None)
+            return error_reply(500, f"The server had an error while processing your request {injected}.", "server_error", None)
         tokens = _CONTEXT_WINDOW + estimate_tokens(messages)
-        message = f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. However, your messages resulted in {tokens} tokens (injected by the fake model)."
-        return error_reply(400, message, "invalid_request_error", "context_length_exceeded", "messages")
+        message = (
+            f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. "
+            f"However, your messages resulted in {tokens} tokens {injected}."
+        )
+        return invalid(message, "context_length_exceeded", "messages")
 
-    def _completion(self, body: dict[str, Any], messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, Any]:
+    def _completion(self, digest: str, messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, Any]:
         prompt_tokens = estimate_tokens(messages)
         completion_tokens = estimate_tokens(message.get("content") or message.get("tool_calls") or "")
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         message = {**message, "refusal": None}
         return {
-            "id": "chatcmpl-" + request_hash(body)[:24],
+            "id": "chatcmpl-" + digest[:24],
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.config.model,
@@ -254,6 +262,10 @@ class FakeModel:
         }
 
 
+def _with_prefix(counts: dict[str, int], prefix: str) -> dict[str, int]:
+    return {key[len(prefix) :]: value for key, value in counts.items() if key.startswith(prefix)}
+
+
 def request_hash(body: dict[str, Any]) -> str:
     """Identity of a request, equal for an identical retry."""
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
@@ -264,6 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Thin HTTP adapter over ``FakeModel``; keep-alive so clients reuse connections."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes; avoid the 40 ms ACK stall
     server: "_HTTPServer"
 
     def do_GET(self) -> None:
@@ -276,11 +289,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self._send(invalid("Content-Length must be an integer."))
+            return
         raw = self.rfile.read(length) if length > 0 else b""
-        reply = self.server.app.handle(method, self.path, self.headers.get("Authorization"), raw)
+        try:
+            reply = self.server.app.handle(method, self.path, self.headers.get("Authorization"), raw)
+        except Exception as exc:  # a bug must still answer, or the client waits for its timeout
+            reply = error_reply(500, f"fake model bug: {type(exc).__name__}: {exc}", "server_error", None)
         if reply.delay > 0:
             time.sleep(reply.delay)
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
         payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
         self.send_response(reply.status)
         self.send_header("Content-Type", "application/json")
@@ -316,6 +339,11 @@ class _HTTPServer(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (e.g. timed out during a slow reply) is not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         """Cut idle keep-alive connections so stop() leaves no handler thread behind."""
         with self._open_lock:
@@ -335,8 +363,12 @@ class FakeModelServer:
         self._httpd = _HTTPServer((host, port), self.app)
         self.host = host
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-model", daemon=True)
+        self._thread = threading.Thread(target=self._serve_forever, name="fake-model", daemon=True)
         self._stopped = False
+
+    def _serve_forever(self) -> None:
+        """A short poll interval keeps stop() quick; the idle cost is negligible."""
+        self._httpd.serve_forever(poll_interval=0.05)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,254 @@
+"""The fake model over real HTTP, driven by the real ``openai`` client and real tool runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx2
+import openai
+import pytest
+
+from gdpval.fakemodel import DELIVERABLE_NAME, FakeModelServer, parse_inventory, start_background
+
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {arg: {"type": "string"}}}}}
+    for name, arg in (("bash", "command"), ("python_exec", "code"))
+]
+NAMES = ["Budget (final) & notes.xlsx", "Über résumé – 报告.docx", "plain.txt"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeModelServer]:
+    with start_background(retry_after=0.2, slow_seconds=0.6) as running:
+        yield running
+
+
+def client_for(server: FakeModelServer, **kwargs: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=kwargs.pop("api_key", "unused"), **kwargs)
+
+
+def make_task(base: Path, names: list[str]) -> tuple[str, Path, dict[str, int]]:
+    """A workspace and reference folder in the agent's layout; returns prompt, workspace, true sizes."""
+    root, workspace = base / "reference files & (copies)", base / "workspace é"
+    workspace.mkdir(parents=True)
+    sizes: dict[str, int] = {}
+    for index, name in enumerate(names):
+        path = root / f"{index:02x}ab" / name
+        path.parent.mkdir(parents=True)
+        path.write_bytes(os.urandom(100 * index + 7))
+        sizes[str(path)] = path.stat().st_size
+    lines = ["Tâche: inventory the files\nSecond line.", "", "---", f"Working directory: {workspace}"]
+    lines.append(f"Deliverables folder: {workspace}/deliverable_files")
+    if names:
+        lines.append(f"Reference files (read-only), under {root}:")
+        lines += [f"- {path}" for path in sizes]
+    else:
+        lines.append("Reference files: none")
+    lines.append("Save every file the task asks for in the deliverables folder.")
+    return "\n".join(lines), workspace, sizes
+
+
+def run_tool(name: str, raw_arguments: str, workspace: Path) -> str:
+    """The agent's part, minimally: run the call in the workspace or report why not."""
+    if name not in ("bash", "python_exec"):
+        return f"error: unknown tool {name!r}; available tools: bash, python_exec"
+    try:
+        arguments = json.loads(raw_arguments)
+    except ValueError as exc:
+        return f"error: the arguments are not valid JSON ({exc})"
+    command = ["bash", "-c", arguments["command"]] if name == "bash" else [sys.executable, "-c", arguments["code"]]
+    done = subprocess.run(command, cwd=workspace, capture_output=True, text=True, timeout=30)
+    return f"{done.stdout}{done.stderr}\n[exit code {done.returncode}]"
+
+
+def drive(
+    clients: openai.OpenAI | list[openai.OpenAI], user: str, workspace: Path, **extra: Any
+) -> tuple[str, list[dict[str, Any]]]:
+    """Converse until the model answers without a tool call (turn i uses client i mod n)."""
+    clients = clients if isinstance(clients, list) else [clients]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Work carefully."}, {"role": "user", "content": user}]
+    for turn in range(20):
+        client = clients[turn % len(clients)]
+        response = client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS, **extra)
+        message = response.choices[0].message
+        if not message.tool_calls:
+            assert response.choices[0].finish_reason == "stop"
+            return message.content or "", messages
+        assert response.choices[0].finish_reason == "tool_calls"
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            result = run_tool(call.function.name, call.function.arguments, workspace)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    raise AssertionError("the scripted model never finished")
+
+
+def inventory(workspace: Path) -> str:
+    return (workspace / "deliverable_files" / DELIVERABLE_NAME).read_text(encoding="utf-8")
+
+
+def first_request(tmp_path: Path) -> list[dict[str, Any]]:
+    user, _, _ = make_task(tmp_path, NAMES)
+    return [{"role": "user", "content": user}]
+
+
+def test_whole_conversation_inventories_every_reference_file(server: FakeModelServer, tmp_path: Path):
+    user, workspace, sizes = make_task(tmp_path, NAMES)
+    answer, messages = drive(client_for(server), user, workspace)
+    assert answer == "Inventoried 3 reference files into reference_inventory.md."
+    assert parse_inventory(inventory(workspace)) == sizes
+    assert "Task: Tâche: inventory the files" in inventory(workspace)
+    assert len([m for m in messages if m["role"] == "tool"]) == 3
+
+
+def test_any_server_instance_continues_a_conversation(tmp_path: Path):
+    """Stateless by design: alternating turns between two servers changes nothing."""
+    user, workspace, sizes = make_task(tmp_path, NAMES)
+    with start_background() as one, start_background() as two:
+        answer, _ = drive([client_for(one), client_for(two)], user, workspace)
+    assert answer.startswith("Inventoried 3") and parse_inventory(inventory(workspace)) == sizes
+
+
+def test_task_without_references(server: FakeModelServer, tmp_path: Path):
+    user, workspace, _ = make_task(tmp_path, [])
+    answer, _ = drive(client_for(server), user, workspace)
+    assert "no reference files" in answer
+    assert "No reference files were provided" in inventory(workspace)
+
+
+def test_response_shape_and_usage(server: FakeModelServer, tmp_path: Path):
+    messages = first_request(tmp_path)
+    response = client_for(server).chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+    again = client_for(server).chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+    assert response.object == "chat.completion" and response.model == "scripted" and response.id.startswith("chatcmpl-")
+    call = response.choices[0].message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "bash" and "find -L" in json.loads(call.function.arguments)["command"]
+    usage = response.usage
+    assert usage.prompt_tokens > 0 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert again.usage == usage and again.choices[0].message == response.choices[0].message
+
+
+def test_models_endpoint_and_unknown_model(server: FakeModelServer):
+    client = client_for(server)
+    assert [m.id for m in client.models.list()] == ["scripted"]
+    assert client.models.retrieve("scripted").id == "scripted"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.code == "model_not_found"
+
+
+def test_bad_requests_are_openai_shaped(server: FakeModelServer):
+    client = client_for(server, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], stream=True)
+    assert caught.value.code == "unsupported_parameter"
+    with pytest.raises(openai.BadRequestError, match="fake_faults"):
+        client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_faults": {"teapot": 1}}
+        )
+    raw = httpx2.post(server.base_url + "/chat/completions", content=b"{not json")
+    assert raw.status_code == 400 and set(raw.json()["error"]) == {"message", "type", "param", "code"}
+    assert httpx2.get(server.base_url + "/chat/completions").status_code == 405
+    assert httpx2.get(server.url + "/v2/elsewhere").json()["error"]["code"] == "unknown_url"
+
+
+def test_api_key_is_enforced(tmp_path: Path):
+    with start_background(api_key="sk-right") as guarded:
+        with pytest.raises(openai.AuthenticationError) as caught:
+            client_for(guarded, api_key="sk-wrong", max_retries=0).models.list()
+        assert caught.value.code == "invalid_api_key"
+        bare = httpx2.post(guarded.base_url + "/chat/completions", json={"model": "scripted", "messages": []})
+        assert bare.status_code == 401 and bare.json()["error"]["type"] == "invalid_request_error"
+        user, workspace, sizes = make_task(tmp_path, NAMES[:1])
+        drive(client_for(guarded, api_key="sk-right"), user, workspace)
+        assert parse_inventory(inventory(workspace)) == sizes
+
+
+def test_429_carries_retry_after_and_a_retry_passes(server: FakeModelServer, tmp_path: Path):
+    messages, faults = first_request(tmp_path), {"fake_faults": {"429": 1.0}}
+    client = client_for(server, max_retries=0)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="scripted", messages=messages, extra_body=faults)
+    assert caught.value.response.headers["retry-after"] == "0.2" and caught.value.code == "rate_limit_exceeded"
+    assert client.chat.completions.create(model="scripted", messages=messages, extra_body=faults).choices
+
+
+def test_client_retries_honour_retry_after(server: FakeModelServer, tmp_path: Path):
+    user, workspace, sizes = make_task(tmp_path, NAMES)
+    started = time.monotonic()
+    drive(client_for(server, max_retries=2), user, workspace, extra_body={"fake_faults": {"429": 1.0}})
+    assert time.monotonic() - started >= 4 * 0.2
+    assert parse_inventory(inventory(workspace)) == sizes
+
+
+def test_500_then_retry_passes(server: FakeModelServer, tmp_path: Path):
+    messages, faults = first_request(tmp_path), {"fake_faults": {"500": 1.0}}
+    client = client_for(server, max_retries=0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="scripted", messages=messages, extra_body=faults)
+    assert caught.value.type == "server_error"
+    assert client.chat.completions.create(model="scripted", messages=messages, extra_body=faults).choices
+
+
+def test_context_length_is_permanent(server: FakeModelServer, tmp_path: Path):
+    messages, faults = first_request(tmp_path), {"fake_faults": {"context_length": 1.0}}
+    for _ in range(2):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client_for(server).chat.completions.create(model="scripted", messages=messages, extra_body=faults)
+        assert caught.value.code == "context_length_exceeded"
+
+
+def test_slow_response_times_out_once_then_answers(server: FakeModelServer, tmp_path: Path):
+    messages, faults = first_request(tmp_path), {"fake_faults": {"slow": 1.0}}
+    with pytest.raises(openai.APITimeoutError):
+        client_for(server, max_retries=0, timeout=0.2).chat.completions.create(
+            model="scripted", messages=messages, extra_body=faults
+        )
+    started = time.monotonic()
+    client_for(server, max_retries=0, timeout=5).chat.completions.create(model="scripted", messages=messages, extra_body=faults)
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize("fault", ["malformed", "unknown_tool"])
+def test_bad_tool_calls_then_the_conversation_recovers(server: FakeModelServer, tmp_path: Path, fault: str):
+    user, workspace, sizes = make_task(tmp_path, NAMES)
+    answer, messages = drive(client_for(server), user, workspace, extra_body={"fake_faults": {fault: 1.0}})
+    rejected = [m for m in messages if m["role"] == "tool" and m["content"].startswith("error:")]
+    assert len(rejected) == 3
+    assert answer.startswith("Inventoried 3") and parse_inventory(inventory(workspace)) == sizes
+
+
+def test_concurrent_conversations_under_random_faults(tmp_path: Path):
+    faults = {"429": 0.2, "500": 0.15, "malformed": 0.15, "unknown_tool": 0.15}
+    with start_background(faults=faults, seed=3, retry_after=0.05, latency=0.01) as busy:
+        tasks = [make_task(tmp_path / f"t{i}", NAMES[: i % 4]) for i in range(20)]
+        client = client_for(busy, max_retries=3)
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            list(pool.map(lambda task: drive(client, task[0], task[1]), tasks))
+        stats = busy.stats()
+    for _, workspace, sizes in tasks:
+        assert parse_inventory(inventory(workspace)) == sizes
+    assert set(stats["faults"]) == set(faults) and stats["statuses"][200] == stats["completions"]
+    assert stats["requests"] == stats["completions"] + stats["faults"]["429"] + stats["faults"]["500"]
+
+
+def test_serve_logs_url_and_stops_on_sigterm():
+    code = "from gdpval.fakemodel import serve; serve('127.0.0.1', 0, model='m1')"
+    process = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        base_url = line.rsplit(" ", 1)[-1].strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        assert [m.id for m in openai.OpenAI(base_url=base_url, api_key="x").models.list()] == ["m1"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
