@@ -6,6 +6,7 @@ import logging
 import os
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,6 +178,19 @@ def test_nothing_survives_the_sandbox(tmp_path: Path) -> None:
         assert bash(sandbox.client(), ESCAPE.format(tag)) == "started\n"
         assert len(live_pids_with(f"sleep {tag}".encode())) == 3
     assert_nothing_left(pid, tag)
+
+
+@needs_bwrap
+def test_survives_the_thread_that_started_it(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path, {}, isolation="bwrap")
+    starter = threading.Thread(target=sandbox.start)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(0.3)
+        assert bash(sandbox.client(), "echo alive") == "alive\n"
+    finally:
+        sandbox.stop()
 
 
 def test_missing_reference_fails_before_start(tmp_path: Path) -> None:

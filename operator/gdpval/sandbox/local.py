@@ -10,14 +10,16 @@ The tool server always listens on a unix socket that this process creates in a p
 the network namespace cut, no port has to be picked, other sandboxes cannot reach it, and the
 socket has no path inside the sandbox for the model to delete.
 
-bubblewrap's --die-with-parent fires when the *thread* that started it exits: start and stop a
-sandbox from the same long-lived thread.
+bubblewrap's --die-with-parent fires when the *thread* that forked it exits, so every server is
+forked by one spawner thread that lives as long as the process: sandboxes can be started from
+short-lived threads and still die with the runner.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+from concurrent.futures import ThreadPoolExecutor
 import os
 import secrets
 import shutil
@@ -105,6 +107,12 @@ def _checked_references(references: dict[str, Path]) -> dict[str, Path]:
             raise FileNotFoundError(f"reference file {dataset_path} is missing (expected at {host})")
         checked[dataset_path] = host
     return checked
+
+
+@functools.cache
+def _spawner() -> ThreadPoolExecutor:
+    """The one long-lived thread that forks sandboxes (see the module docstring)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdpval-sandbox-spawner")
 
 
 def _marked_pids(marker: bytes) -> list[int]:
@@ -287,7 +295,8 @@ class LocalSandbox:
             fd = listener.fileno()
             argv = self._bwrap_argv(fd) if self.isolated else self._plain_argv(fd)
             with open(self._runtime / "toolserver.log", "wb") as server_log:
-                self._proc = subprocess.Popen(
+                popen = functools.partial(
+                    subprocess.Popen,
                     argv,
                     env=self._env(),
                     cwd=self.workspace,
@@ -297,6 +306,7 @@ class LocalSandbox:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
+                self._proc = _spawner().submit(popen).result()
         finally:
             listener.close()
 
