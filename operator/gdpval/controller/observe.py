@@ -1,0 +1,131 @@
+"""Small, immutable views of our pods and Jobs, parsed from raw API objects (what the indexes keep)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from gdpval.controller import names as n
+
+# Waiting reasons that never resolve by waiting: the pod is stuck at once.
+PERMANENT_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"})
+# Waiting reasons worth reporting while the pending timeout runs.
+NOTABLE_WAITING = PERMANENT_WAITING | {"ErrImagePull", "ImagePullBackOff", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
+
+
+def parse_time(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    component: str
+    sample: str
+    attempt: int
+    phase: str
+    deleting: bool
+    created: float
+    waiting: str = ""  # e.g. "ImagePullBackOff (sandbox): <message>"
+    waiting_reason: str = ""
+    unschedulable: str = ""
+    failure: str = ""  # why a Failed pod failed, short
+    message: str = ""  # termination message of the failed container (logs tail), for conditions
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class JobView:
+    name: str
+    component: str
+    active: int
+    succeeded: bool
+    failed: bool
+    message: str
+    created: float
+
+
+def _statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [*status.get("initContainerStatuses", []), *status.get("containerStatuses", [])]
+
+
+def _waiting(status: Mapping[str, Any]) -> tuple[str, str]:
+    for cs in _statuses(status):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason", "")
+        if reason in NOTABLE_WAITING:
+            return reason, f"{reason} ({cs.get('name')}): {waiting.get('message', '')}".strip().rstrip(":")
+    return "", ""
+
+
+def _unschedulable(status: Mapping[str, Any]) -> str:
+    for cond in status.get("conditions", []):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return cond.get("message", "Unschedulable")
+    return ""
+
+
+def _failure(status: Mapping[str, Any]) -> tuple[str, str]:
+    """A short reason and the failed container's termination message."""
+    if status.get("phase") != "Failed":
+        return "", ""
+    for cs in _statuses(status):
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term and term.get("exitCode", 0) != 0:
+            reason = f"{cs.get('name')}-{term.get('reason') or 'Error'}-exit{term.get('exitCode')}"
+            return reason, (term.get("message") or "").strip()[-400:]
+    return status.get("reason") or "Failed", status.get("message", "")
+
+
+def parse_pod(body: Mapping[str, Any]) -> PodView:
+    meta = body.get("metadata", {})
+    labels = meta.get("labels", {}) or {}
+    annotations = meta.get("annotations", {}) or {}
+    status = body.get("status", {}) or {}
+    reason, waiting = _waiting(status)
+    failure, message = _failure(status)
+    try:
+        attempt = int(labels.get(n.L_ATTEMPT, "0"))
+    except ValueError:
+        attempt = 0
+    return PodView(
+        name=meta.get("name", ""),
+        component=labels.get(n.L_COMPONENT, ""),
+        sample=annotations.get(n.A_SAMPLE_ID) or labels.get(n.L_SAMPLE, ""),
+        attempt=attempt,
+        phase=status.get("phase", "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")),
+        waiting=waiting,
+        waiting_reason=reason,
+        unschedulable=_unschedulable(status),
+        failure=failure,
+        message=message,
+    )
+
+
+def parse_job(body: Mapping[str, Any]) -> JobView:
+    meta = body.get("metadata", {})
+    status = body.get("status", {}) or {}
+    conds = {c.get("type"): c for c in status.get("conditions", []) if c.get("status") == "True"}
+    failed = conds.get("Failed")
+    return JobView(
+        name=meta.get("name", ""),
+        component=(meta.get("labels") or {}).get(n.L_COMPONENT, ""),
+        active=int(status.get("active", 0) or 0),
+        succeeded="Complete" in conds,
+        failed=failed is not None,
+        message=(failed or {}).get("message", "") or (failed or {}).get("reason", ""),
+        created=parse_time(meta.get("creationTimestamp")),
+    )

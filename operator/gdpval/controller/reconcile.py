@@ -1,0 +1,449 @@
+"""The reconcile decision: observed state in, a plan of effects out. No I/O here.
+
+Per-sample state lives in three places, each the authority for one thing:
+- **pods** (label-selected index): attempts in flight; names are deterministic per attempt, so a
+  create repeated after a crash hits the same pod (409) instead of starting a second one;
+- **S3** `result.json`: the commit marker of a finished attempt (the agent writes it last);
+- **the ledger ConfigMap**: the attempt in flight, written *before* its pod is created, and the
+  outcome of each ended attempt, written *before* its pod is deleted.
+
+Effects are applied in that order (ledger, then pod deletions, then creations), and every one is
+idempotent. A SIGKILL between any two of them leaves a state the next pass reads correctly: a
+recorded pod still present is only deleted; an in-flight entry without a pod is checked against
+S3 and a direct GET, then either resumed under the same attempt number (nothing was written) or
+counted as lost (something was), never run twice beside a live pod. A new attempt starts only
+after the previous one is recorded as ended, and never after a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from gdpval.controller import names as n
+from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
+from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
+
+TERMINAL_STATES = ("Succeeded", "Failed")
+CREATE_RETRY_SECONDS = 30.0
+RESYNC_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What S3 and a direct GET say about one attempt whose pod ended or vanished."""
+
+    committed: Committed | None = None
+    has_files: bool = False
+    pod_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A problem the CRD cannot catch (missing Secret, no image): nothing new starts until fixed."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Submission:
+    uri: str
+    ready_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Note:
+    """An Event to post on the GdpvalRun."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class Observed:
+    now: float
+    spec: GdpvalRunSpec
+    generation: int
+    status: GdpvalRunStatus
+    ledger: Ledger
+    pods: tuple[PodView, ...] = ()
+    jobs: Mapping[str, JobView] = field(default_factory=dict)
+    samples: tuple[str, ...] | None = None
+    dataset_revision: str | None = None
+    manifest_error: str = ""
+    blockers: tuple[Blocker, ...] = ()
+    probes: Mapping[tuple[str, int], Probe] = field(default_factory=dict)
+    create_failures: Mapping[str, tuple[float, str]] = field(default_factory=dict)
+    submission: Submission | None = None
+    submission_error: str = ""
+
+
+@dataclass
+class Tally:
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    api_errors: int = 0
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed
+
+
+@dataclass
+class Plan:
+    ledger: Ledger
+    state: str = ""
+    reason: str = ""
+    message: str = ""
+    create_pods: list[tuple[str, int]] = field(default_factory=list)
+    delete_pods: list[str] = field(default_factory=list)
+    create_jobs: list[str] = field(default_factory=list)
+    delete_jobs: list[str] = field(default_factory=list)
+    network_policy: bool = False
+    notes: list[Note] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
+    tally: Tally = field(default_factory=Tally)
+    wake_at: list[float] = field(default_factory=list)
+
+    def requeue_after(self, now: float) -> float:
+        soonest = min([t - now for t in self.wake_at] + [RESYNC_SECONDS])
+        return max(1.0, soonest)
+
+
+def budget_allowed(budget: int | str, total: int) -> int:
+    """Failed samples the run tolerates: a count, or a percentage of all samples (rounded down)."""
+    if isinstance(budget, int):
+        return budget
+    text = str(budget).strip()
+    if text.endswith("%"):
+        return total * int(text[:-1]) // 100
+    return int(text)
+
+
+def backoff(spec: GdpvalRunSpec, attempt: int) -> float:
+    policy = spec.samples
+    return float(min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** max(0, attempt - 1)))
+
+
+def max_attempts(spec: GdpvalRunSpec) -> int:
+    return 1 + spec.samples.retries
+
+
+def _is_current(entry: Entry | None, pod: PodView) -> bool:
+    """The pod is the attempt the ledger has in flight (or one it has not heard of yet)."""
+    if entry is None or pod.attempt > entry.attempt:
+        return True
+    return pod.attempt == entry.attempt and entry.outcome == Outcome.running
+
+
+def _sample_pods(obs: Observed) -> list[PodView]:
+    return sorted((p for p in obs.pods if p.component == n.COMPONENT_SAMPLE), key=lambda p: (p.sample, p.attempt))
+
+
+def needed_probes(obs: Observed) -> list[tuple[str, int]]:
+    """Attempts whose outcome must be read from S3 before this pass can decide them."""
+    wanted: list[tuple[str, int]] = []
+    present = {(p.sample, p.attempt) for p in _sample_pods(obs)}
+    for pod in _sample_pods(obs):
+        if pod.terminal and _is_current(obs.ledger.get(pod.sample), pod):
+            wanted.append((pod.sample, pod.attempt))
+    for sample, entry in sorted(obs.ledger.items()):
+        if entry.outcome == Outcome.running and (sample, entry.attempt) not in present:
+            wanted.append((sample, entry.attempt))
+    return wanted
+
+
+def _stuck(spec: GdpvalRunSpec, pod: PodView, now: float) -> str:
+    """Why a Pending pod is stuck, or "" while it may still start."""
+    if pod.phase != "Pending" or pod.deleting:
+        return ""
+    if pod.waiting_reason in PERMANENT_WAITING:
+        return pod.waiting_reason
+    if now - pod.created >= spec.samples.pending_timeout_seconds:
+        return pod.waiting_reason or ("Unschedulable" if pod.unschedulable else "PendingTimeout")
+    return ""
+
+
+def _keep_pod(spec: GdpvalRunSpec, outcome: Outcome) -> bool:
+    policy = spec.cleanup_policy
+    return policy == "Keep" or (policy == "KeepFailed" and outcome != Outcome.succeeded)
+
+
+def _record_pods(obs: Observed, plan: Plan) -> None:
+    """Fold every sample pod into the ledger: adopt, finish, replace when stuck, clean up."""
+    for pod in _sample_pods(obs):
+        entry = plan.ledger.get(pod.sample)
+        if obs.samples is not None and pod.sample not in obs.samples:
+            _delete(plan, pod)
+            continue
+        if not _is_current(entry, pod):
+            _settle_old_pod(obs, plan, pod, entry)
+            continue
+        if entry is None or pod.attempt > entry.attempt:
+            entry = (entry or Entry(attempt=0, outcome=Outcome.lost, pods=0)).start(pod.attempt)
+            plan.ledger[pod.sample] = entry
+        if pod.terminal:
+            _finish_pod(obs, plan, pod, entry)
+        else:
+            _watch_running_pod(obs, plan, pod, entry)
+
+
+def _delete(plan: Plan, pod: PodView) -> None:
+    if not pod.deleting and pod.name not in plan.delete_pods:
+        plan.delete_pods.append(pod.name)
+
+
+def _settle_old_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry | None) -> None:
+    """An attempt the ledger already closed: a live one is a duplicate, a finished one is cleanup."""
+    if not pod.terminal:
+        _delete(plan, pod)
+        return
+    outcome = entry.outcome if entry and entry.attempt == pod.attempt else Outcome.lost
+    if not _keep_pod(obs.spec, outcome):
+        _delete(plan, pod)
+
+
+def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
+    probe = obs.probes.get((pod.sample, pod.attempt))
+    if probe is None:
+        return
+    reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
+    ended = entry.finish(obs.now, probe.committed, reason)
+    plan.ledger[pod.sample] = ended
+    if ended.outcome == Outcome.lost:
+        detail = f": {pod.message}" if pod.message else ""
+        plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
+    if not _keep_pod(obs.spec, ended.outcome):
+        _delete(plan, pod)
+
+
+def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
+    why = _stuck(obs.spec, pod, obs.now)
+    if why:
+        # Still Pending: the agent never started, so no result can appear after this record.
+        plan.ledger[pod.sample] = entry.finish(obs.now, None, why)
+        message = pod.waiting or pod.unschedulable or f"Pending for {int(obs.now - pod.created)}s"
+        plan.notes.append(Note("PodStuck", f"pod {pod.name} replaced: {message}", warning=True))
+        _delete(plan, pod)
+        return
+    if pod.phase == "Pending":
+        plan.wake_at.append(pod.created + obs.spec.samples.pending_timeout_seconds)
+        if pod.waiting or pod.unschedulable:
+            plan.waiting.append(f"{pod.name}: {pod.waiting or pod.unschedulable}")
+
+
+def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
+    """In-flight entries whose pod is gone: committed, lost, or safe to start again."""
+    present = {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
+    for sample, entry in sorted(plan.ledger.items()):
+        if entry.outcome != Outcome.running or (sample, entry.attempt) in present:
+            continue
+        probe = obs.probes.get((sample, entry.attempt))
+        if probe is None or probe.pod_exists:
+            continue
+        if probe.committed is not None or probe.has_files:
+            plan.ledger[sample] = entry.finish(obs.now, probe.committed, "PodLost")
+            if probe.committed is None:
+                plan.notes.append(Note("AttemptLost", f"the pod of {sample} attempt {entry.attempt} disappeared mid-upload", warning=True))
+            continue
+        if suspended or _create_backoff(obs, plan, sample):
+            continue
+        plan.ledger[sample] = replace(entry, pods=entry.pods + 1)
+        plan.create_pods.append((sample, entry.attempt))
+
+
+def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
+    failed = obs.create_failures.get(sample)
+    if failed and obs.now - failed[0] < CREATE_RETRY_SECONDS:
+        plan.wake_at.append(failed[0] + CREATE_RETRY_SECONDS)
+        plan.waiting.append(f"{sample}: pod creation failed: {failed[1]}")
+        return True
+    return False
+
+
+def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger) -> Tally:
+    t = Tally(total=len(samples))
+    for sample in samples:
+        entry = ledger.get(sample)
+        if entry is None:
+            t.pending += 1
+            continue
+        t.retried += max(0, entry.pods - 1)
+        t.input_tokens += entry.input_tokens
+        t.output_tokens += entry.output_tokens
+        t.api_errors += entry.api_errors
+        if entry.outcome == Outcome.running:
+            t.running += 1
+        elif entry.outcome == Outcome.succeeded:
+            t.succeeded += 1
+        elif entry.attempt >= max_attempts(spec):
+            t.failed += 1
+            t.failure_reasons[entry.reason] = t.failure_reasons.get(entry.reason, 0) + 1
+        else:
+            t.pending += 1
+    return t
+
+
+def _fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
+    """Start pods up to `parallelism`: retries whose backoff is over first, then new samples."""
+    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
+    slots = obs.spec.parallelism - active
+    retries, fresh = [], []
+    for sample in samples:
+        entry = plan.ledger.get(sample)
+        if entry is None:
+            fresh.append(sample)
+        elif entry.outcome in (Outcome.failed, Outcome.lost) and entry.attempt < max_attempts(obs.spec):
+            ready = entry.ended + backoff(obs.spec, entry.attempt)
+            if ready <= obs.now:
+                retries.append(sample)
+            else:
+                plan.wake_at.append(ready)
+    for sample in retries + fresh:
+        if slots <= 0:
+            return
+        if _create_backoff(obs, plan, sample):
+            continue
+        entry = plan.ledger.get(sample)
+        started = first_attempt() if entry is None else entry.start(entry.attempt + 1)
+        plan.ledger[sample] = started
+        plan.create_pods.append((sample, started.attempt))
+        slots -= 1
+
+
+def _fail(obs: Observed, plan: Plan, reason: str, message: str) -> None:
+    """Stop spending: live sample pods and running Jobs go; finished ones follow the cleanup policy."""
+    plan.state, plan.reason, plan.message = "Failed", reason, message
+    plan.create_pods.clear()
+    plan.create_jobs.clear()
+    for pod in obs.pods:
+        if pod.component == n.COMPONENT_SAMPLE and not pod.terminal:
+            _delete(plan, pod)
+    for job in obs.jobs.values():
+        if job.active and job.name not in plan.delete_jobs:
+            plan.delete_jobs.append(job.name)
+
+
+def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
+    job = obs.jobs.get(n.COMPONENT_PREPARE)
+    plan.state = "Preparing"
+    if job is None:
+        plan.reason, plan.message = "Preparing", "creating the prepare Job"
+        if can_start:
+            plan.create_jobs.append(n.COMPONENT_PREPARE)
+        return
+    if job.failed:
+        detail = _job_pod_message(obs, n.COMPONENT_PREPARE) or job.message
+        _fail(obs, plan, "PrepareFailed", f"the prepare Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
+        return
+    if job.succeeded and obs.manifest_error:
+        plan.reason, plan.message = "ManifestUnreadable", obs.manifest_error
+        return
+    plan.reason, plan.message = "Preparing", f"the prepare Job {job.name} resolves the dataset and mirrors reference files"
+    plan.waiting += [f"{p.name}: {p.waiting or p.unschedulable}" for p in obs.pods if p.component == n.COMPONENT_PREPARE and (p.waiting or p.unschedulable)]
+
+
+def _job_pod_message(obs: Observed, component: str) -> str:
+    failed = [p for p in obs.pods if p.component == component and p.phase == "Failed"]
+    return failed[-1].message if failed and failed[-1].message else ""
+
+
+def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
+    job = obs.jobs.get(n.COMPONENT_ASSEMBLE)
+    plan.state = "Assembling"
+    if job is None:
+        plan.reason, plan.message = "Assembling", "creating the assemble Job"
+        if can_start:
+            plan.create_jobs.append(n.COMPONENT_ASSEMBLE)
+        return
+    if job.failed:
+        detail = _job_pod_message(obs, n.COMPONENT_ASSEMBLE) or job.message
+        _fail(obs, plan, "AssembleFailed", f"the assemble Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
+        return
+    if job.succeeded and obs.submission is not None:
+        plan.state, plan.reason = "Succeeded", "SubmissionReady"
+        plan.message = f"submission at {obs.submission.uri}"
+        return
+    plan.reason = "SubmissionUnreadable" if job.succeeded and obs.submission_error else "Assembling"
+    plan.message = obs.submission_error if job.succeeded and obs.submission_error else f"the assemble Job {job.name} builds the submission"
+
+
+def _cleanup_jobs(obs: Observed, plan: Plan) -> None:
+    """After the run ends, Jobs follow the cleanup policy (their pods' logs go with them)."""
+    for job in obs.jobs.values():
+        keep = obs.spec.cleanup_policy == "Keep" or (obs.spec.cleanup_policy == "KeepFailed" and job.failed)
+        if not keep and not job.active and job.name not in plan.delete_jobs:
+            plan.delete_jobs.append(job.name)
+
+
+def _failure_summary(t: Tally) -> str:
+    reasons = ", ".join(f"{count} {reason or 'unknown'}" for reason, count in sorted(t.failure_reasons.items(), key=lambda kv: -kv[1]))
+    return f"{t.failed} failed samples ({reasons})" if reasons else f"{t.failed} failed samples"
+
+
+def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: bool) -> None:
+    suspended = obs.spec.suspend
+    _record_pods(obs, plan)
+    _record_lost(obs, plan, suspended or not can_start)
+    t = tally(obs.spec, samples, plan.ledger)
+    allowed = budget_allowed(obs.spec.failure_budget, t.total)
+    if t.failed > allowed:
+        message = f"{_failure_summary(t)} exceed the failure budget of {allowed} ({obs.spec.failure_budget})"
+        _fail(obs, plan, "FailureBudgetExceeded", message)
+        plan.tally = tally(obs.spec, samples, plan.ledger)
+        return
+    if t.pending or t.running:
+        if can_start and not suspended:
+            _fill_window(obs, plan, samples)
+        plan.tally = tally(obs.spec, samples, plan.ledger)
+        plan.state = "Suspended" if suspended else "Running"
+        plan.reason = "Suspended" if suspended else ("PodsNotStarting" if plan.waiting else "SamplesRunning")
+        plan.message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
+        plan.network_policy = not obs.spec.agent.network
+        return
+    plan.tally = t
+    _assemble(obs, plan, can_start and not suspended)
+
+
+def decide(obs: Observed) -> Plan:
+    """One reconcile pass over one GdpvalRun."""
+    plan = Plan(ledger=dict(obs.ledger))
+    if obs.status.state in TERMINAL_STATES:
+        return _settled(obs, plan)
+    can_start = not obs.blockers
+    start = parse_time(obs.status.start_time) or obs.now
+    if obs.spec.deadline_seconds:
+        plan.wake_at.append(start + obs.spec.deadline_seconds)
+    if obs.samples is None:
+        _prepare(obs, plan, can_start and not obs.spec.suspend)
+    else:
+        _samples_phase(obs, plan, obs.samples, can_start)
+    if plan.state not in TERMINAL_STATES and obs.spec.deadline_seconds and obs.now - start >= obs.spec.deadline_seconds:
+        _fail(obs, plan, "DeadlineExceeded", f"the run exceeded spec.deadlineSeconds ({obs.spec.deadline_seconds}s)")
+    if plan.state in TERMINAL_STATES:
+        _cleanup_jobs(obs, plan)
+    return plan
+
+
+def _settled(obs: Observed, plan: Plan) -> Plan:
+    """A finished run only tidies up: stragglers deleted, counts kept as they were."""
+    prev = obs.status
+    plan.state, plan.reason = prev.state, next((c.reason for c in prev.conditions if c.type == prev.state and c.status == "True"), prev.state)
+    plan.message = next((c.message for c in prev.conditions if c.type == prev.state), "")
+    for pod in obs.pods:
+        if pod.component == n.COMPONENT_SAMPLE and (not pod.terminal or not _keep_pod(obs.spec, Outcome.lost if prev.state == "Failed" else Outcome.succeeded)):
+            _delete(plan, pod)
+    _cleanup_jobs(obs, plan)
+    if obs.samples is not None:
+        plan.tally = tally(obs.spec, obs.samples, plan.ledger)
+    return plan

@@ -1,0 +1,143 @@
+"""Status from a plan: bounded counts, conditions with stable reasons, and the Events of transitions.
+
+`Ready` is True only once the submission exists (what kstatus/Flux and Argo CD wait for); its
+reason otherwise names what the run waits on or what went wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, SampleCounts, Tokens
+from gdpval.controller.observe import iso
+from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan
+
+PINNED = ("model", "dataset", "selection", "agent", "output")
+MAX_MESSAGE = 1024
+
+
+def pinned_hash(spec: GdpvalRunSpec) -> str:
+    """Short digests of the fields fixed at the start, per field so a refusal can name them."""
+    parts = []
+    for name in PINNED:
+        value = getattr(spec, name).model_dump(mode="json", by_alias=True)
+        parts.append(f"{name}={hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:10]}")
+    return ",".join(parts)
+
+
+def changed_pinned(previous: str | None, current: str) -> list[str]:
+    if not previous:
+        return []
+    old = dict(p.split("=", 1) for p in previous.split(",") if "=" in p)
+    new = dict(p.split("=", 1) for p in current.split(",") if "=" in p)
+    return [f"spec.{k}" for k in PINNED if k in old and old.get(k) != new.get(k)]
+
+
+def _cond(type_: str, ok: bool, reason: str, message: str = "") -> Condition:
+    return Condition(type=type_, status="True" if ok else "False", reason=reason, message=message[:MAX_MESSAGE])
+
+
+def _ready(obs: Observed, plan: Plan, refused: list[str]) -> Condition:
+    if obs.blockers:
+        b = obs.blockers[0]
+        return _cond("Ready", False, b.reason, "; ".join(x.message for x in obs.blockers))
+    if refused and plan.state not in TERMINAL_STATES:
+        return _cond(
+            "Ready", False, "SpecChangeRefused",
+            f"{', '.join(refused)} changed after the run started; the run keeps its original settings (pinned in run.json). "
+            "Revert the change, or create a new GdpvalRun to use the new settings",
+        )
+    if plan.state == "Succeeded":
+        return _cond("Ready", True, "Succeeded", plan.message)
+    return _cond("Ready", False, plan.reason or plan.state, plan.message)
+
+
+def _running(obs: Observed, plan: Plan) -> Condition:
+    if plan.state == "Running":
+        waiting = f"; not starting: {'; '.join(plan.waiting[:3])}" if plan.waiting else ""
+        return _cond("Running", True, plan.reason, plan.message + waiting)
+    reasons = {"Suspended": "Suspended", "Preparing": "NotStarted", "Failed": "RunFailed"}
+    return _cond("Running", False, reasons.get(plan.state, "SamplesFinished"), plan.message if plan.state == "Suspended" else "")
+
+
+def _prepared(obs: Observed, plan: Plan) -> Condition:
+    if obs.samples is not None:
+        rev = f" at revision {obs.dataset_revision}" if obs.dataset_revision else ""
+        return _cond("Prepared", True, "Prepared", f"{len(obs.samples)} samples from {obs.spec.dataset.id}{rev}")
+    if plan.reason == "PrepareFailed":
+        return _cond("Prepared", False, "PrepareFailed", plan.message)
+    return _cond("Prepared", False, plan.reason if plan.state == "Preparing" else "NotStarted", plan.message)
+
+
+def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]:
+    failed = plan.state == "Failed"
+    suspended = obs.spec.suspend and plan.state not in TERMINAL_STATES
+    return [
+        _ready(obs, plan, refused),
+        _prepared(obs, plan),
+        _running(obs, plan),
+        _cond("Succeeded", plan.state == "Succeeded", "SubmissionReady" if plan.state == "Succeeded" else ("RunFailed" if failed else "InProgress"), plan.message if plan.state == "Succeeded" else ""),
+        _cond("Failed", failed, plan.reason if failed else "NoFailure", plan.message if failed else ""),
+        _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", "no new pods start; running ones finish" if suspended else ""),
+    ]
+
+
+def merge_conditions(previous: list[Condition], new: list[Condition], now: float, generation: int) -> list[Condition]:
+    """Keep lastTransitionTime unless the status flipped, so watchers see real transitions only."""
+    old = {c.type: c for c in previous}
+    merged = []
+    for cond in new:
+        before = old.get(cond.type)
+        since = before.last_transition_time if before and before.status == cond.status and before.last_transition_time else iso(now)
+        merged.append(cond.model_copy(update={"last_transition_time": since, "observed_generation": generation}))
+    return merged
+
+
+def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
+    prev = obs.status
+    current_hash = pinned_hash(obs.spec)
+    refused = changed_pinned(prev.pinned_spec_hash, current_hash)
+    state = "Blocked" if obs.blockers and plan.state not in TERMINAL_STATES else plan.state
+    terminal = plan.state in TERMINAL_STATES
+    t = plan.tally
+    keep_counts = terminal and prev.state in TERMINAL_STATES
+    counts = prev.samples if keep_counts else SampleCounts(
+        total=t.total, pending=t.pending, running=t.running, succeeded=t.succeeded, failed=t.failed, retried=t.retried
+    )
+    tokens = prev.tokens if keep_counts else Tokens(input=t.input_tokens, output=t.output_tokens)
+    submission = obs.submission if plan.state == "Succeeded" else None
+    return GdpvalRunStatus(
+        observed_generation=obs.generation,
+        state=state,
+        progress=f"{counts.succeeded + counts.failed}/{counts.total}" if obs.samples is not None or keep_counts else "",
+        samples=counts,
+        tokens=tokens,
+        model_api_errors=prev.model_api_errors if keep_counts else t.api_errors,
+        start_time=prev.start_time or iso(obs.now),
+        completion_time=(prev.completion_time or iso(obs.now)) if terminal else None,
+        dataset_revision=obs.dataset_revision or prev.dataset_revision,
+        submission_uri=submission.uri if submission else prev.submission_uri,
+        submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
+        pinned_spec_hash=prev.pinned_spec_hash or current_hash,
+        conditions=merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation),
+    )
+
+
+def transition_notes(prev: GdpvalRunStatus, new: GdpvalRunStatus) -> list[Note]:
+    """Events for state changes, so `kubectl describe` tells the run's story."""
+    if prev.state == new.state:
+        return []
+    ready = next((c for c in new.conditions if c.type == "Ready"), None)
+    message = ready.message if ready else ""
+    if new.state == "Failed":
+        failed = next((c for c in new.conditions if c.type == "Failed"), None)
+        return [Note(failed.reason if failed else "Failed", failed.message if failed else "", warning=True)]
+    if new.state == "Blocked":
+        return [Note(ready.reason if ready else "Blocked", message, warning=True)]
+    return [Note(new.state, message or f"the run is {new.state.lower()}")]
+
+
+def status_patch(status: GdpvalRunStatus) -> dict:
+    """The JSON written to the status subresource (camelCase, empty values dropped)."""
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)

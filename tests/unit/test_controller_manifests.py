@@ -1,0 +1,155 @@
+"""Manifests: restricted pods, secrets only where needed, owner references, names within 63 chars."""
+
+from __future__ import annotations
+
+import pytest
+
+from gdpval.controller import manifests as m
+from gdpval.controller import names as n
+from gdpval.controller.api import GdpvalRunSpec
+
+LONG_RUN = "a-very-long-gdpval-run-name-that-goes-on-and-on-for-sixty-chars"
+
+
+def ctx(name="demo", **spec) -> m.RunContext:
+    base = {
+        "model": {"name": "gpt-x", "baseURL": "http://10.250.0.1:8000/v1", "apiKeySecretRef": {"name": "openai", "key": "api-key"}},
+        "output": {"url": "s3://bucket/pre", "endpoint": "http://10.250.0.1:9000", "credentialsSecret": {"name": "s3creds"}},
+    }
+    base.update(spec)
+    return m.RunContext(name, "ns", "uid-1", GdpvalRunSpec.model_validate(base), "agent:1", "sandbox:1")
+
+
+def containers(pod):
+    return {c["name"]: c for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]}
+
+
+def env_names(container):
+    return {e["name"] for e in container.get("env", [])}
+
+
+def secret_refs(container):
+    return {e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env", []) if "valueFrom" in e}
+
+
+def test_sample_pod_is_restricted_and_owned():
+    pod = m.sample_pod(ctx(), "task-1-r0", 2, "tok")
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
+    assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in containers(pod).values():
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsUser"] == 1000
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert owner["controller"] and owner["uid"] == "uid-1" and owner["kind"] == "GdpvalRun"
+    assert spec["activeDeadlineSeconds"] == 7200
+
+
+def test_secrets_reach_only_the_containers_that_need_them():
+    c = containers(m.sample_pod(ctx(), "task-1-r0", 1, "tok"))
+    assert secret_refs(c["sandbox"]) == set() and env_names(c["sandbox"]) == {m.TOKEN_ENV}
+    assert secret_refs(c["agent"]) == {"openai", "s3creds"} and "OPENAI_API_KEY" in env_names(c["agent"])
+    assert "OPENAI_API_KEY" not in env_names(c["stage"]) and secret_refs(c["stage"]) == {"s3creds"}
+
+
+def test_pod_layout_matches_the_contract():
+    pod = m.sample_pod(ctx(), "task-1-r0", 3, "tok")
+    c = containers(pod)
+    assert [x["name"] for x in pod["spec"]["initContainers"]] == ["stage", "sandbox"]
+    assert c["sandbox"]["restartPolicy"] == "Always" and "exec" in c["sandbox"]["startupProbe"]
+    assert c["sandbox"]["command"][:2] == ["python3", "/opt/gdpval/toolserver.py"] and "127.0.0.1:7000" in c["sandbox"]["command"]
+    assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == ["--sample", "task-1-r0", "--attempt", "3", "--sandbox", m.SANDBOX_URL]
+    mounts = {(x["name"], x.get("readOnly", False)) for x in c["sandbox"]["volumeMounts"]}
+    assert mounts == {("workspace", False), ("references", True)}
+    assert ("references", True) in {(x["name"], x.get("readOnly", False)) for x in c["agent"]["volumeMounts"]}
+    assert c["stage"]["command"][:2] == ["gdpval", "stage"] and "--dest" in c["stage"]["command"]
+
+
+def test_names_and_labels_fit_63_characters():
+    long_sample = "x" * 51
+    pod = m.sample_pod(ctx(LONG_RUN), long_sample, 12, "tok")
+    assert len(pod["metadata"]["name"]) <= 63
+    assert all(len(v) <= 63 for v in pod["metadata"]["labels"].values())
+    assert pod["metadata"]["annotations"][n.A_SAMPLE_ID] == long_sample
+    assert n.sample_pod_name(LONG_RUN, long_sample, 1) != n.sample_pod_name(LONG_RUN, long_sample + "y", 1)
+    assert n.sample_pod_name("demo", "t-r0", 1) == "demo-t-r0-a1"
+    assert len(m.prepare_job(ctx(LONG_RUN))["metadata"]["name"]) <= 63
+    assert n.label_value("ok-value") == "ok-value" and len(n.label_value("bad value!" * 10)) <= 63
+
+
+def test_overrides_apply():
+    c = ctx(pod={
+        "labels": {"kueue.x-k8s.io/queue-name": "q"}, "annotations": {"a": "b"}, "nodeSelector": {"pool": "eval"},
+        "tolerations": [{"key": "eval", "operator": "Exists"}], "affinity": {"nodeAffinity": {}},
+        "priorityClassName": "low", "runtimeClassName": "gvisor", "serviceAccountName": "runner",
+        "resources": {"agent": {"limits": {"memory": "1Gi", "cpu": 1}}, "jobs": {"requests": {"cpu": "100m"}}},
+    })
+    pod = m.sample_pod(c, "s-r0", 1, "tok")
+    spec = pod["spec"]
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q" and pod["metadata"]["annotations"]["a"] == "b"
+    assert spec["nodeSelector"] == {"pool": "eval"} and spec["runtimeClassName"] == "gvisor" and spec["priorityClassName"] == "low"
+    assert spec["serviceAccountName"] == "runner" and spec["automountServiceAccountToken"] is False
+    assert containers(pod)["agent"]["resources"] == {"limits": {"memory": "1Gi", "cpu": "1"}}
+    job = m.prepare_job(c)
+    job_spec = job["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in job_spec and job_spec["tolerations"] == [{"key": "eval", "operator": "Exists"}]
+    assert job_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+    assert job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+
+
+def test_our_labels_win_over_user_labels():
+    pod = m.sample_pod(ctx(pod={"labels": {n.L_RUN_UID: "forged"}}), "s-r0", 1, "tok")
+    assert pod["metadata"]["labels"][n.L_RUN_UID] == "uid-1"
+
+
+def test_prepare_args_follow_the_spec():
+    args = m.prepare_args(ctx(
+        dataset={"source": "s3", "id": "s3://data/gdpval", "revision": "abc"},
+        selection={"limit": 3, "taskIds": ["t1", "t2"], "sectors": ["Retail Trade"], "repeats": 2},
+        model={"name": "m", "temperature": 0.5, "maxTokens": 100, "extraBody": {"top_p": 0.9}},
+        agent={"maxSteps": 10, "commandTimeoutSeconds": 20, "network": True},
+        samples={"deadlineSeconds": 600},
+    ))
+    joined = " ".join(args)
+    assert args[:2] == ["gdpval", "prepare"]
+    for part in ("--run-name demo", "--output s3://bucket/pre", "--dataset s3://data/gdpval", "--revision abc", "--limit 3",
+                 "--task-id t1 --task-id t2", "--sector Retail Trade", "--repeats 2", "--model m", "--temperature 0.5",
+                 "--max-tokens 100", '--extra-body {"top_p": 0.9}', "--max-steps 10", "--command-timeout 20",
+                 "--sample-deadline 480", "--network"):
+        assert part in joined, part
+    assert "--base-url" not in args
+
+
+@pytest.mark.parametrize("deadline,agent", [(60, 48), (7200, 6900), (600, 480)])
+def test_agent_deadline_leaves_room_to_upload(deadline, agent):
+    assert m.agent_deadline(deadline) == agent
+
+
+def test_assemble_job():
+    job = m.assemble_job(ctx())
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["gdpval", "submission", "build", "--run-name", "demo", "--output", "s3://bucket/pre"]
+    assert secret_refs(container) == {"s3creds"} and "OPENAI_API_KEY" not in env_names(container)
+    assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_network_policy_allows_only_dns_and_the_two_endpoints():
+    policy = m.network_policy(ctx())
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == {n.L_RUN_UID: "uid-1", n.L_COMPONENT: "sample"}
+    assert spec["ingress"] == [] and set(spec["policyTypes"]) == {"Ingress", "Egress"}
+    blocks = [(r["to"][0].get("ipBlock", {}).get("cidr"), r["ports"][0]["port"]) for r in spec["egress"][1:]]
+    assert blocks == [("10.250.0.1/32", 8000), ("10.250.0.1/32", 9000)]
+
+
+def test_network_policy_by_port_for_named_endpoints():
+    c = ctx(model={"name": "m"}, agent={"allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]})
+    egress = m.network_policy(c)["spec"]["egress"]
+    assert egress[1] == {"ports": [{"protocol": "TCP", "port": 443}]}
+    assert egress[-1] == {"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}
+
+
+def test_event_targets_the_run():
+    ev = m.event("demo", "ns", "uid-1", "GdpvalRun", "Running", "x" * 2000, "2026-01-01T00:00:00Z", "abc", warning=True)
+    assert ev["involvedObject"]["uid"] == "uid-1" and ev["type"] == "Warning" and len(ev["message"]) == 1024
+    assert ev["metadata"]["name"] == "demo.abc"

@@ -1,0 +1,312 @@
+"""The reconcile decision, pass by pass, including crashes between any two effects."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from gdpval.controller import names as n
+from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.ledger import Committed, Entry, Outcome
+from gdpval.controller.observe import JobView, PodView
+from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, budget_allowed, decide, needed_probes
+
+NOW = 1_000_000.0
+SAMPLES = tuple(f"t{i}-r0" for i in range(6))
+
+
+def spec(**kw) -> GdpvalRunSpec:
+    base = {"model": {"name": "m"}, "output": {"url": "s3://b/p"}, "parallelism": 2, "samples": {"retries": 1, "backoffSeconds": 10}}
+    base.update(kw)
+    return GdpvalRunSpec.model_validate(base)
+
+
+def obs(**kw) -> Observed:
+    base = dict(now=NOW, spec=spec(), generation=1, status=GdpvalRunStatus(), ledger={}, samples=SAMPLES)
+    base.update(kw)
+    return Observed(**base)
+
+
+def pod(sample, attempt=1, phase="Running", created=NOW - 5, **kw) -> PodView:
+    return PodView(name=n.sample_pod_name("run", sample, attempt), component="sample", sample=sample, attempt=attempt,
+                   phase=phase, deleting=False, created=created, **kw)
+
+
+def job(component, succeeded=False, failed=False, active=0) -> JobView:
+    return JobView(f"run-{component}", component, active, succeeded, failed, "BackoffLimitExceeded" if failed else "", NOW)
+
+
+OK = Committed(succeeded=True, input_tokens=10, output_tokens=5, api_errors=1)
+BAD = Committed(succeeded=False, reason="max_steps")
+
+
+def test_prepare_job_first_then_waits():
+    plan = decide(obs(samples=None))
+    assert plan.create_jobs == ["prepare"] and plan.state == "Preparing" and not plan.create_pods
+    plan = decide(obs(samples=None, jobs={"prepare": job("prepare", active=1)}))
+    assert plan.create_jobs == [] and plan.state == "Preparing"
+
+
+def test_prepare_failure_fails_the_run_with_the_pod_message():
+    failed_pod = PodView("run-prepare-x", "prepare", "", 0, "Failed", False, NOW, failure="prepare-Error-exit2", message="error: no such dataset")
+    plan = decide(obs(samples=None, jobs={"prepare": job("prepare", failed=True)}, pods=(failed_pod,)))
+    assert plan.state == "Failed" and plan.reason == "PrepareFailed" and "no such dataset" in plan.message
+
+
+def test_window_starts_parallelism_pods_in_manifest_order():
+    plan = decide(obs())
+    assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1)]
+    assert plan.ledger["t0-r0"].outcome == Outcome.running and plan.state == "Running"
+    assert plan.network_policy
+
+
+def test_window_counts_live_pods():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0"),)))
+    assert plan.create_pods == [("t1-r0", 1)]
+
+
+def test_finished_pod_is_recorded_then_deleted():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    done = pod("t0-r0", phase="Succeeded")
+    o = obs(ledger=ledger, pods=(done,))
+    assert needed_probes(o) == [("t0-r0", 1)]
+    plan = decide(replace(o, probes={("t0-r0", 1): Probe(committed=OK)}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.succeeded and plan.ledger["t0-r0"].input_tokens == 10
+    assert plan.delete_pods == [done.name]
+    assert plan.tally.succeeded == 1 and plan.tally.input_tokens == 10 and plan.tally.api_errors == 1
+
+
+def test_without_probe_nothing_is_decided():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0", phase="Succeeded"),)))
+    assert plan.ledger["t0-r0"].outcome == Outcome.running and plan.delete_pods == []
+
+
+def test_exit_zero_without_result_is_a_lost_attempt():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    done = pod("t0-r0", phase="Succeeded")
+    plan = decide(obs(ledger=ledger, pods=(done,), probes={("t0-r0", 1): Probe()}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost and plan.ledger["t0-r0"].reason == "NoResult"
+
+
+def test_retry_after_backoff_with_next_attempt_number():
+    ledger = {"t0-r0": Entry(1, Outcome.failed, ended=int(NOW) - 5, reason="max_steps")}
+    plan = decide(obs(ledger=ledger, spec=spec(parallelism=1)))
+    assert ("t0-r0", 2) not in plan.create_pods and plan.create_pods == [("t1-r0", 1)]
+    assert plan.requeue_after(NOW) <= 5
+    plan = decide(obs(ledger=ledger, now=NOW + 6, spec=spec(parallelism=1)))
+    assert plan.create_pods == [("t0-r0", 2)] and plan.ledger["t0-r0"].pods == 2
+
+
+def test_retries_exhausted_count_as_failed_within_budget():
+    ledger = {"t0-r0": Entry(2, Outcome.failed, ended=int(NOW), reason="max_steps")}
+    plan = decide(obs(ledger=ledger, spec=spec(failureBudget=1)))
+    assert plan.tally.failed == 1 and plan.state == "Running"
+    assert all(s != "t0-r0" for s, _ in plan.create_pods)
+
+
+def test_failure_budget_exceeded_fails_and_stops_pods():
+    ledger = {s: Entry(2, Outcome.lost, ended=int(NOW), reason="PodFailed") for s in SAMPLES[:2]}
+    ledger["t2-r0"] = Entry(1, Outcome.running)
+    live = pod("t2-r0")
+    plan = decide(obs(ledger=ledger, pods=(live,), spec=spec(failureBudget=1)))
+    assert plan.state == "Failed" and plan.reason == "FailureBudgetExceeded"
+    assert "2 failed samples (2 PodFailed)" in plan.message and plan.delete_pods == [live.name] and not plan.create_pods
+
+
+def test_budget_percentages():
+    assert budget_allowed("10%", 12) == 1 and budget_allowed("0%", 100) == 0 and budget_allowed(3, 10) == 3
+    assert budget_allowed("100%", 7) == 7
+
+
+def test_suspend_starts_nothing_and_running_pods_finish():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0"),), spec=spec(suspend=True)))
+    assert plan.create_pods == [] and plan.delete_pods == [] and plan.state == "Suspended"
+
+
+def test_suspend_before_prepare_creates_no_job():
+    assert decide(obs(samples=None, spec=spec(suspend=True))).create_jobs == []
+
+
+def test_blockers_stop_new_children():
+    blocked = (Blocker("SecretNotFound", "secret openai not found"),)
+    assert decide(obs(blockers=blocked)).create_pods == []
+    assert decide(obs(samples=None, blockers=blocked)).create_jobs == []
+
+
+def test_parallelism_change_applies_next_pass():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0"),), spec=spec(parallelism=4)))
+    assert len(plan.create_pods) == 3
+
+
+def test_stuck_pending_pod_is_replaced_and_counted():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    stuck = pod("t0-r0", phase="Pending", created=NOW - 700, waiting_reason="ImagePullBackOff", waiting="ImagePullBackOff (sandbox): not found")
+    plan = decide(obs(ledger=ledger, pods=(stuck,)))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost and plan.ledger["t0-r0"].reason == "ImagePullBackOff"
+    assert plan.delete_pods == [stuck.name] and any(note.reason == "PodStuck" for note in plan.notes)
+
+
+def test_invalid_image_is_stuck_at_once_and_young_pull_errors_are_reported():
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
+    bad = pod("t0-r0", phase="Pending", waiting_reason="InvalidImageName", waiting="InvalidImageName (agent)")
+    slow = pod("t1-r0", phase="Pending", waiting_reason="ImagePullBackOff", waiting="ImagePullBackOff (agent)")
+    plan = decide(obs(ledger=ledger, pods=(bad, slow)))
+    assert plan.delete_pods == [bad.name] and plan.reason == "PodsNotStarting"
+    assert any("ImagePullBackOff" in w for w in plan.waiting)
+
+
+def test_vanished_pod_without_files_is_restarted_under_the_same_attempt():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    o = obs(ledger=ledger, spec=spec(parallelism=1))
+    assert needed_probes(o) == [("t0-r0", 1)]
+    plan = decide(replace(o, probes={("t0-r0", 1): Probe()}))
+    assert plan.create_pods == [("t0-r0", 1)] and plan.ledger["t0-r0"].pods == 2 and plan.tally.retried == 1
+
+
+def test_vanished_pod_with_files_is_lost_and_with_result_committed():
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
+    probes = {("t0-r0", 1): Probe(has_files=True), ("t1-r0", 1): Probe(committed=OK, has_files=True)}
+    plan = decide(obs(ledger=ledger, probes=probes, spec=spec(parallelism=1)))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost and plan.ledger["t0-r0"].reason == "PodLost"
+    assert plan.ledger["t1-r0"].outcome == Outcome.succeeded
+
+
+def test_index_lag_is_not_mistaken_for_a_lost_pod():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, probes={("t0-r0", 1): Probe(has_files=True, pod_exists=True)}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.running and ("t0-r0", 1) not in plan.create_pods
+
+
+def test_unknown_pod_is_adopted_and_duplicate_deleted():
+    newer = pod("t0-r0", attempt=3)
+    plan = decide(obs(ledger={"t0-r0": Entry(2, Outcome.lost, pods=2, ended=int(NOW))}, pods=(newer,)))
+    assert plan.ledger["t0-r0"] == Entry(3, Outcome.running, pods=3)
+    old_live = pod("t1-r0", attempt=1)
+    plan = decide(obs(ledger={"t1-r0": Entry(2, Outcome.running, pods=2)}, pods=(old_live, pod("t1-r0", attempt=2))))
+    assert plan.delete_pods == [old_live.name]
+
+
+def test_cleanup_policy_keeps_failed_pods():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    failed = pod("t0-r0", phase="Failed", failure="agent-Error-exit1")
+    plan = decide(obs(ledger=ledger, pods=(failed,), probes={("t0-r0", 1): Probe()}, spec=spec(cleanupPolicy="KeepFailed")))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost and plan.delete_pods == []
+    plan = decide(obs(ledger=plan.ledger, pods=(failed,), spec=spec(cleanupPolicy="KeepFailed")))
+    assert plan.delete_pods == [] and ("t0-r0", 2) not in plan.create_pods
+
+
+def test_all_done_assembles_then_succeeds():
+    ledger = {s: Entry(1, Outcome.succeeded, ended=int(NOW)) for s in SAMPLES}
+    plan = decide(obs(ledger=ledger))
+    assert plan.create_jobs == ["assemble"] and plan.state == "Assembling"
+    jobs = {"assemble": job("assemble", succeeded=True), "prepare": job("prepare", succeeded=True)}
+    plan = decide(obs(ledger=ledger, jobs=jobs, submission=Submission("s3://b/p/runs/run/submission", 1.0)))
+    assert plan.state == "Succeeded" and "s3://b/p/runs/run/submission" in plan.message
+    assert sorted(plan.delete_jobs) == ["run-assemble", "run-prepare"]
+
+
+def test_assemble_failure_fails_the_run():
+    ledger = {s: Entry(1, Outcome.succeeded, ended=int(NOW)) for s in SAMPLES}
+    plan = decide(obs(ledger=ledger, jobs={"assemble": job("assemble", failed=True)}))
+    assert plan.state == "Failed" and plan.reason == "AssembleFailed"
+
+
+def test_run_deadline():
+    status = GdpvalRunStatus(start_time="1970-01-12T13:30:00Z", state="Running")
+    plan = decide(obs(status=status, spec=spec(deadlineSeconds=60), pods=(pod("t0-r0"),), ledger={"t0-r0": Entry(1, Outcome.running)}))
+    assert plan.state == "Failed" and plan.reason == "DeadlineExceeded" and plan.delete_pods
+
+
+def test_finished_run_only_tidies_up():
+    status = GdpvalRunStatus(state="Succeeded")
+    straggler = pod("t0-r0", attempt=1)
+    plan = decide(obs(status=status, pods=(straggler,)))
+    assert plan.create_pods == [] and plan.create_jobs == [] and plan.delete_pods == [straggler.name] and plan.state == "Succeeded"
+
+
+# --- a simulated cluster with crashes between effects -------------------------------------------
+
+
+class World:
+    """Pods, S3 and the ledger ConfigMap; pods run to completion and sometimes fail or vanish."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.pods: dict[str, PodView] = {}
+        self.ledger: dict = {}
+        self.results: dict[tuple[str, int], Committed] = {}
+        self.files: set[tuple[str, int]] = set()
+        self.commits: dict[str, list[int]] = {}
+        self.now = NOW
+
+    def observe(self, s: GdpvalRunSpec) -> Observed:
+        base = obs(now=self.now, spec=s, ledger=dict(self.ledger), pods=tuple(self.pods.values()))
+        probes = {
+            key: Probe(self.results.get(key), key in self.files, any((p.sample, p.attempt) == key for p in self.pods.values()))
+            for key in needed_probes(base)
+        }
+        return replace(base, probes=probes)
+
+    def apply(self, plan, crash_at: int | None) -> None:
+        steps = [lambda: self.ledger.update(plan.ledger) or self.ledger.__init__(plan.ledger)]
+        steps += [lambda name=name: self.pods.pop(name, None) for name in plan.delete_pods]
+        steps += [lambda s=s, a=a: self.create(s, a) for s, a in plan.create_pods]
+        for i, step in enumerate(steps):
+            if crash_at is not None and i == crash_at:
+                return
+            step()
+
+    def create(self, sample: str, attempt: int) -> None:
+        live = [p for p in self.pods.values() if p.sample == sample and not p.terminal]
+        assert not live, f"second live pod for {sample}"
+        assert not any(self.results[(sample, a)].succeeded for a in self.commits.get(sample, [])), f"{sample} re-run after success"
+        p = pod(sample, attempt, created=self.now)
+        self.pods.setdefault(p.name, p)
+
+    def tick(self) -> None:
+        self.now += 7
+        for name, p in list(self.pods.items()):
+            if p.terminal:
+                continue
+            roll = self.rng.random()
+            key = (p.sample, p.attempt)
+            if roll < 0.08:  # deleted by someone, maybe after uploading a few files
+                if self.rng.random() < 0.5:
+                    self.files.add(key)
+                del self.pods[name]
+            elif roll < 0.5:
+                self.files.add(key)
+                ok = self.rng.random() < 0.7
+                if self.rng.random() < 0.85:
+                    assert key not in self.results, f"{key} committed twice"
+                    self.results[key] = OK if ok else BAD
+                    self.commits.setdefault(p.sample, []).append(p.attempt)
+                self.pods[name] = replace(p, phase="Succeeded")
+
+
+def test_simulated_runs_with_crashes_never_double_commit_or_orphan():
+    for seed in range(40):
+        rng = random.Random(seed)
+        world = World(rng)
+        s = spec(parallelism=3, samples={"retries": 2, "backoffSeconds": 0}, failureBudget="100%")
+        for _ in range(400):
+            o = world.observe(s)
+            plan = decide(o)
+            if plan.state == "Assembling" and not plan.create_pods and not [p for p in world.pods.values() if not p.terminal]:
+                break
+            crash = rng.randrange(6) if rng.random() < 0.3 else None
+            world.apply(plan, crash)
+            live = [p for p in world.pods.values() if not p.terminal]
+            assert len(live) <= s.parallelism
+            world.tick()
+        else:
+            raise AssertionError(f"seed {seed}: run did not finish")
+        final = decide(world.observe(s))
+        assert final.tally.done == len(SAMPLES), seed
+        for sample, attempts in world.commits.items():
+            successes = [a for a in attempts if world.results[(sample, a)].succeeded]
+            assert len(successes) <= 1, (seed, sample)

@@ -1,0 +1,152 @@
+"""Ledger encoding and rebuild, pod/Job parsing, and status with conditions."""
+
+from __future__ import annotations
+
+from gdpval.controller import ledger as lg
+from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.observe import parse_job, parse_pod
+from gdpval.controller.reconcile import Blocker, Observed, Submission, decide
+from gdpval.controller.status import build_status, changed_pinned, pinned_hash, status_patch, transition_notes
+from gdpval.runner.state import progress_from_keys
+
+NOW = 1_000_000.0
+
+
+def test_entry_round_trip_and_reason_cleaning():
+    e = lg.Entry(3, lg.Outcome.lost, pods=4, ended=12, input_tokens=5, output_tokens=6, api_errors=7, reason=lg.clean_reason("agent Error: exit 1"))
+    assert lg.Entry.decode(e.encode()) == e and " " not in e.reason
+    assert lg.decode(lg.encode({"a": e})) == {"a": e}
+    assert lg.Entry.decode(lg.first_attempt().encode()) == lg.first_attempt()
+
+
+def test_finish_accumulates_tokens_over_attempts():
+    e = lg.first_attempt().finish(10, lg.Committed(False, "max_steps", 3, 4, 1))
+    e = e.start(2).finish(20, lg.Committed(True, "", 10, 20, 0))
+    assert (e.outcome, e.attempt, e.input_tokens, e.output_tokens, e.api_errors, e.pods, e.reason) == (lg.Outcome.succeeded, 2, 13, 24, 1, 2, "")
+
+
+def test_rebuild_from_s3_keys():
+    keys = [
+        "runs/r/samples/a-r0/attempt-1/result.json",
+        "runs/r/samples/b-r0/attempt-1/result.json",
+        "runs/r/samples/b-r0/attempt-2/transcript.jsonl",
+        "runs/r/samples/c-r0/attempt-1/deliverable_files/x.txt",
+    ]
+    results = {("a-r0", 1): lg.Committed(True, "", 1, 2), ("b-r0", 1): lg.Committed(False, "max_steps")}
+    ledger = lg.rebuild(progress_from_keys(keys), results, NOW)
+    assert ledger["a-r0"].outcome == lg.Outcome.succeeded and ledger["a-r0"].input_tokens == 1
+    assert ledger["b-r0"].attempt == 2 and ledger["b-r0"].outcome == lg.Outcome.running and ledger["b-r0"].pods == 2
+    assert ledger["c-r0"] == lg.Entry(1, lg.Outcome.running, pods=1)
+
+
+POD = {
+    "metadata": {
+        "name": "run-s-r0-a2", "creationTimestamp": "2026-01-01T00:00:00Z",
+        "labels": {"app.kubernetes.io/component": "sample", "gdpval.io/attempt": "2", "gdpval.io/sample": "s-r0"},
+        "annotations": {"gdpval.io/sample-id": "s-r0"},
+    },
+    "status": {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}],
+        "initContainerStatuses": [{"name": "sandbox", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}],
+    },
+}
+
+
+def test_parse_pod():
+    p = parse_pod(POD)
+    assert (p.sample, p.attempt, p.phase, p.component) == ("s-r0", 2, "Pending", "sample")
+    assert p.waiting_reason == "ImagePullBackOff" and "sandbox" in p.waiting and p.unschedulable == "0/1 nodes"
+    assert p.created == 1767225600.0 and not p.terminal
+
+
+def test_parse_failed_pod_keeps_the_termination_message():
+    body = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [
+        {"name": "agent", "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "error: bucket missing\n"}}}]}}
+    p = parse_pod(body)
+    assert p.failure == "agent-Error-exit2" and p.message == "error: bucket missing" and p.terminal
+    evicted = parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "too long"}})
+    assert evicted.failure == "DeadlineExceeded"
+
+
+def test_parse_job():
+    j = parse_job({"metadata": {"name": "j", "labels": {"app.kubernetes.io/component": "prepare"}},
+                   "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}})
+    assert j.failed and not j.succeeded and "backoff limit" in j.message and j.component == "prepare"
+    assert parse_job({"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}).succeeded
+
+
+def spec(**kw) -> GdpvalRunSpec:
+    return GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}, **kw})
+
+
+def observed(**kw) -> Observed:
+    base = dict(now=NOW, spec=spec(), generation=3, status=GdpvalRunStatus(), ledger={}, samples=("a-r0", "b-r0"), dataset_revision="rev1")
+    base.update(kw)
+    return Observed(**base)
+
+
+def cond(status, type_):
+    return next(c for c in status.conditions if c.type == type_)
+
+
+def test_status_while_running():
+    o = observed(ledger={"a-r0": lg.Entry(1, lg.Outcome.succeeded, input_tokens=7, output_tokens=8)})
+    st = build_status(o, decide(o))
+    assert st.state == "Running" and st.progress == "1/2" and st.observed_generation == 3
+    assert st.samples.succeeded == 1 and st.samples.running == 1 and st.tokens.input == 7 and st.dataset_revision == "rev1"
+    assert cond(st, "Ready").status == "False" and cond(st, "Ready").reason == "SamplesRunning"
+    assert cond(st, "Prepared").status == "True" and cond(st, "Running").status == "True"
+    assert cond(st, "Failed").reason == "NoFailure" and cond(st, "Suspended").status == "False"
+    assert all(c.observed_generation == 3 for c in st.conditions)
+    patch = status_patch(st)
+    assert patch["samples"]["total"] == 2 and "submissionURI" not in patch and "modelAPIErrors" in patch
+
+
+def test_status_before_prepare_has_no_progress():
+    st = build_status(observed(samples=None), decide(observed(samples=None)))
+    assert st.progress == "" and st.state == "Preparing" and cond(st, "Prepared").reason == "Preparing"
+
+
+def test_status_succeeded_with_submission():
+    from gdpval.controller.observe import JobView
+
+    ledger = {s: lg.Entry(1, lg.Outcome.succeeded) for s in ("a-r0", "b-r0")}
+    jobs = {"assemble": JobView("j", "assemble", 0, True, False, "", NOW)}
+    o = observed(ledger=ledger, jobs=jobs, submission=Submission("s3://b/p/runs/x/submission", 0.5))
+    st = build_status(o, decide(o))
+    assert st.state == "Succeeded" and cond(st, "Ready").status == "True" and cond(st, "Succeeded").reason == "SubmissionReady"
+    assert st.submission_uri == "s3://b/p/runs/x/submission" and st.submission_ready_rate == 0.5 and st.completion_time
+    assert transition_notes(GdpvalRunStatus(state="Assembling"), st)[0].reason == "Succeeded"
+
+
+def test_blocked_status_names_the_fix():
+    o = observed(blockers=(Blocker("SecretNotFound", "secret 'openai' not found in namespace ns: create it"),))
+    st = build_status(o, decide(o))
+    assert st.state == "Blocked" and cond(st, "Ready").reason == "SecretNotFound" and "create it" in cond(st, "Ready").message
+    notes = transition_notes(GdpvalRunStatus(state="Running"), st)
+    assert notes[0].warning and notes[0].reason == "SecretNotFound"
+
+
+def test_transition_time_kept_while_status_unchanged():
+    o = observed()
+    first = build_status(o, decide(o))
+    later = observed(now=NOW + 100, status=first)
+    second = build_status(later, decide(later))
+    assert cond(second, "Running").last_transition_time == cond(first, "Running").last_transition_time
+    assert second.start_time == first.start_time
+
+
+def test_pinned_changes_are_refused_by_name():
+    before = pinned_hash(spec())
+    after = pinned_hash(spec(model={"name": "other"}))
+    assert changed_pinned(before, after) == ["spec.model"] and changed_pinned(before, before) == []
+    prev = GdpvalRunStatus(pinned_spec_hash=before, conditions=[Condition(type="Ready", status="False", reason="x")])
+    o = observed(spec=spec(model={"name": "other"}), status=prev)
+    st = build_status(o, decide(o))
+    assert cond(st, "Ready").reason == "SpecChangeRefused" and "spec.model" in cond(st, "Ready").message
+    assert st.pinned_spec_hash == before
+
+
+def test_parallelism_is_not_pinned():
+    assert pinned_hash(spec(parallelism=9, suspend=True, failureBudget=3)) == pinned_hash(spec())
