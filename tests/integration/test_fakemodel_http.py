@@ -116,6 +116,26 @@ def test_any_server_instance_continues_a_conversation(tmp_path: Path):
     assert answer.startswith("Inventoried 3") and parse_inventory(inventory(workspace)) == sizes
 
 
+def test_missing_reference_is_reported_not_fatal(server: FakeModelServer, tmp_path: Path):
+    user, workspace, sizes = make_task(tmp_path, NAMES)
+    gone = next(iter(sizes))
+    Path(gone).unlink()
+    Path(gone).parent.rmdir()
+    answer, _ = drive(client_for(server), user, workspace)
+    assert answer.endswith("1 named in the prompt were not found.")
+    assert parse_inventory(inventory(workspace)) == {p: n for p, n in sizes.items() if p != gone}
+    assert f"- missing: {gone}" in inventory(workspace)
+
+
+def test_listing_ignores_other_tasks_in_a_shared_root(server: FakeModelServer, tmp_path: Path):
+    user, workspace, sizes = make_task(tmp_path, NAMES[:2])
+    stranger = Path(next(iter(sizes))).parent.parent / "ffother" / "other task.pdf"
+    stranger.parent.mkdir()
+    stranger.write_bytes(b"not ours")
+    drive(client_for(server), user, workspace)
+    assert parse_inventory(inventory(workspace)) == sizes
+
+
 def test_task_without_references(server: FakeModelServer, tmp_path: Path):
     user, workspace, _ = make_task(tmp_path, [])
     answer, _ = drive(client_for(server), user, workspace)

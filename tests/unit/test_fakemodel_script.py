@@ -83,13 +83,19 @@ def test_parse_prompt_without_references_or_trailer():
     assert (bare.first_line, bare.reference_root, bare.deliverables_dir) == ("hello there", None, "deliverable_files")
 
 
-def test_step_one_lists_the_root_quoted_safely():
+def test_step_one_lists_reference_folders_quoted_safely():
     root = "/tmp/refs & (copies)/ü"
-    message = script.next_message(start([f"{root}/a.txt"], root=root))
+    message = script.next_message(start([f"{root}/h1/a.txt", f"{root}/h0/b c.txt", f"{root}/h1/d.txt"], root=root))
     call = message["tool_calls"][0]
     assert call["type"] == "function" and call["function"]["name"] == "bash"
     assert call["id"].startswith("call_fm_list_0_ok_")
-    assert root in shlex.split(arguments(message)["command"])
+    words = shlex.split(arguments(message)["command"])
+    assert words[words.index("in") + 1 : words.index("in") + 3] == [f"{root}/h0", f"{root}/h1;"]
+
+
+def test_listing_falls_back_to_root_for_references_outside_it():
+    info = script.parse_prompt(prompt(["/elsewhere/a.txt", f"{ROOT}/h/b.txt"]))
+    assert script.list_targets(info) == [ROOT]
 
 
 def test_step_two_prints_sizes_of_listed_files(tmp_path: Path):

@@ -5,7 +5,9 @@ ids encode step, attempt and injected fault), so concurrent conversations and a
 restarted server behave identically.
 
 Script, for one task:
-  1. ``list``   - bash: list every file under the reference root (skipped without references);
+  1. ``list``   - bash: list every file in the folders holding the references (skipped without
+                   references). Not the whole root: without isolation the root can be a shared
+                   cache of every task's files, too long for the tool's output cap;
   2. ``sizes``  - python_exec: print the size of each listed file as JSON (skipped likewise);
   3. ``write``  - python_exec: write ``deliverable_files/reference_inventory.md``;
   4. ``answer`` - plain text, no tool call.
@@ -222,10 +224,22 @@ def parse_inventory(text: str) -> dict[str, int]:
     return found
 
 
-def list_command(root: str) -> str:
-    """Bash listing bracketed by markers; errors land inside and fail the parse."""
-    quoted = shlex.quote(root)
-    return f"echo {LIST_BEGIN}; find -L {quoted} -type f 2>&1 | LC_ALL=C sort; echo {LIST_END}"
+def list_targets(info: PromptInfo) -> list[str]:
+    """Folders holding the references, or the root if a reference lies outside it."""
+    root = info.reference_root or "/"
+    prefix = root.rstrip("/") + "/"
+    folders = sorted({os.path.dirname(path) for path in info.references})
+    if folders and all(f == root or f.startswith(prefix) for f in folders):
+        return folders
+    return [root]
+
+
+def list_command(folders: list[str]) -> str:
+    """Bash listing bracketed by markers; a missing folder is skipped (its files are then
+    reported missing), any other error lands inside the markers and fails the parse."""
+    quoted = " ".join(shlex.quote(folder) for folder in folders)
+    loop = f'for d in {quoted}; do if [ -d "$d" ]; then find -L "$d" -type f; fi; done 2>&1'
+    return f"echo {LIST_BEGIN}; {loop} | LC_ALL=C sort; echo {LIST_END}"
 
 
 def sizes_code(paths: list[str]) -> str:
@@ -288,7 +302,8 @@ def plan(messages: list[dict[str, Any]]) -> Plan:
     if root is not None:
         listing = _last_parsed(calls, "list", lambda r: parse_listing(r, root))
         if listing is None:
-            return _tool_plan(messages, calls, "list", "bash", {"command": list_command(root)})
+            command = list_command(list_targets(info))
+            return _tool_plan(messages, calls, "list", "bash", {"command": command})
         sizes = _last_parsed(calls, "sizes", parse_sizes)
         if sizes is None:
             return _tool_plan(messages, calls, "sizes", "python_exec", {"code": sizes_code(listing)})
