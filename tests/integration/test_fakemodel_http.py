@@ -64,7 +64,10 @@ def run_tool(name: str, raw_arguments: str, workspace: Path) -> str:
         arguments = json.loads(raw_arguments)
     except ValueError as exc:
         return f"error: the arguments are not valid JSON ({exc})"
-    command = ["bash", "-c", arguments["command"]] if name == "bash" else [sys.executable, "-c", arguments["code"]]
+    if name == "bash":
+        command = ["bash", "-c", arguments["command"]]
+    else:
+        command = [sys.executable, "-I", "-S", "-c", arguments["code"]]
     done = subprocess.run(command, cwd=workspace, capture_output=True, text=True, timeout=30)
     return f"{done.stdout}{done.stderr}\n[exit code {done.returncode}]"
 
