@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,7 +285,8 @@ def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
     return calls
 
 
-def _last_parsed(calls: list[Call], step: str, parse: Any) -> Any:
+def _last_parsed(calls: list[Call], step: str, parse: Callable[[str], Any]) -> Any:
+    """The newest parsable result of a step: earlier failures of it do not matter."""
     for call in reversed(calls):
         if call.step == step and call.tag == "ok" and call.result is not None:
             parsed = parse(call.result)
