@@ -124,6 +124,17 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
     )
 
 
+def blocked_status(prev: GdpvalRunStatus, generation: int, reason: str, message: str, now: float) -> GdpvalRunStatus:
+    """Only Ready changes: counts stay as last known while the run waits for a fix."""
+    ready = _cond("Ready", False, reason, message)
+    others = [c for c in prev.conditions if c.type != "Ready"]
+    return prev.model_copy(update={
+        "observed_generation": generation,
+        "state": "Blocked",
+        "conditions": merge_conditions(prev.conditions, [ready, *others], now, generation),
+    })
+
+
 def transition_notes(prev: GdpvalRunStatus, new: GdpvalRunStatus) -> list[Note]:
     """Events for state changes, so `kubectl describe` tells the run's story."""
     if prev.state == new.state:

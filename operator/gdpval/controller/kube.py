@@ -1,0 +1,195 @@
+"""Blocking Kubernetes calls, each idempotent; the async side runs them with `asyncio.to_thread`.
+
+Creates treat 409 AlreadyExists as done and deletes treat 404 as done, which is what makes a
+reconcile pass safe to repeat after a crash at any point.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from gdpval.controller import api
+from gdpval.controller import names as n
+from gdpval.controller.reconcile import Blocker
+
+
+class Conflict(Exception):
+    """The ledger changed under us (another writer): the pass is abandoned and retried."""
+
+
+def load_config() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+@dataclass(frozen=True)
+class SecretCheck:
+    blockers: tuple[Blocker, ...]
+    s3_credentials: dict[str, str] | None
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient):
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.net = client.NetworkingV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(secret.data or {}) | {k: "" for k in (secret.string_data or {})}
+
+    def check_secrets(self, namespace: str, spec: api.GdpvalRunSpec) -> SecretCheck:
+        """Missing Secrets or keys become blockers with the fix in the message, never exceptions."""
+        blockers: list[Blocker] = []
+        creds: dict[str, str] | None = None
+        key_ref = spec.model.api_key_secret_ref
+        if key_ref:
+            blockers += _missing(self.secret_data(namespace, key_ref.name), namespace, key_ref.name, [key_ref.key], "spec.model.apiKeySecretRef")
+        s3 = spec.output.credentials_secret
+        if s3:
+            data = self.secret_data(namespace, s3.name)
+            wanted = [s3.access_key_id_key, s3.secret_access_key_key]
+            problems = _missing(data, namespace, s3.name, wanted, "spec.output.credentialsSecret")
+            blockers += problems
+            if data is not None and not problems:
+                creds = {
+                    "access_key_id": base64.b64decode(data[s3.access_key_id_key]).decode(),
+                    "secret_access_key": base64.b64decode(data[s3.secret_access_key_key]).decode(),
+                }
+        return SecretCheck(tuple(blockers), creds)
+
+    def pod_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.core.read_namespaced_pod(name, namespace)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def read_ledger(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """The ledger's data and resourceVersion, or None when it does not exist."""
+        try:
+            cm = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(cm.data or {}), cm.metadata.resource_version
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def create_ledger(self, manifest: Mapping[str, Any]) -> str:
+        try:
+            cm = self.core.create_namespaced_config_map(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict("ledger created concurrently") from None
+            raise
+        return cm.metadata.resource_version
+
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
+        """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
+        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
+        try:
+            cm = self.core.patch_namespaced_config_map(name, namespace, body)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                raise Conflict(f"ledger {name} changed: {exc.reason}") from None
+            raise
+        return cm.metadata.resource_version
+
+    def create_pod(self, manifest: Mapping[str, Any]) -> str | None:
+        """None when created (or already there); the API's message when it refused the pod."""
+        try:
+            self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            if exc.status in (400, 403, 422):
+                return _api_message(exc)
+            raise
+        return None
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def create_job(self, manifest: Mapping[str, Any]) -> str | None:
+        try:
+            self.batch.create_namespaced_job(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            if exc.status in (400, 403, 422):
+                return _api_message(exc)
+            raise
+        return None
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            self.batch.delete_namespaced_job(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
+        try:
+            self.net.create_namespaced_network_policy(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def post_event(self, manifest: Mapping[str, Any]) -> None:
+        try:
+            self.core.create_namespaced_event(manifest["metadata"]["namespace"], manifest)
+        except ApiException as exc:
+            if exc.status not in (409, 403):
+                raise
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)}
+            )
+        except ApiException as exc:
+            if exc.status != 404:  # the run was deleted meanwhile
+                raise
+
+
+def _missing(data: Mapping[str, str] | None, namespace: str, name: str, keys: list[str], field: str) -> list[Blocker]:
+    if data is None:
+        return [Blocker("SecretNotFound", f"{field}: Secret {name!r} not found in namespace {namespace}; create it (kubectl create secret generic {name} ...)")]
+    absent = [k for k in keys if k not in data]
+    if absent:
+        return [Blocker("SecretKeyNotFound", f"{field}: Secret {name!r} has no key {', '.join(map(repr, absent))}; add it or fix the key name")]
+    return []
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body or "{}").get("message") or str(exc.reason)
+    except ValueError:
+        return str(exc.reason)
+

@@ -1,0 +1,80 @@
+"""Prometheus metrics in the text exposition format, without a client library.
+
+Per-run gauges are replaced wholesale after each reconcile pass and dropped with the run, so a
+deleted run leaves no stale series behind.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from gdpval.controller.reconcile import Tally
+
+BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STATES = ("pending", "running", "succeeded", "failed")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+@dataclass
+class RunGauges:
+    state: str
+    tally: Tally
+
+
+@dataclass
+class Metrics:
+    runs: dict[tuple[str, str], RunGauges] = field(default_factory=dict)
+    bucket_counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+    latency_sum: float = 0.0
+    latency_count: int = 0
+    errors: int = 0
+
+    def observe_run(self, namespace: str, name: str, state: str, tally: Tally) -> None:
+        self.runs[(namespace, name)] = RunGauges(state, tally)
+
+    def forget_run(self, namespace: str, name: str) -> None:
+        self.runs.pop((namespace, name), None)
+
+    def observe_reconcile(self, seconds: float, failed: bool = False) -> None:
+        index = bisect.bisect_left(BUCKETS, seconds)
+        for i in range(index, len(BUCKETS)):
+            self.bucket_counts[i] += 1
+        self.latency_sum += seconds
+        self.latency_count += 1
+        self.errors += int(failed)
+
+    def render(self) -> str:
+        lines = [
+            "# HELP gdpval_samples Samples of a run by state.",
+            "# TYPE gdpval_samples gauge",
+        ]
+        for (ns, name), run in sorted(self.runs.items()):
+            for state in STATES:
+                lines.append(f"gdpval_samples{_labels(namespace=ns, run=name, state=state)} {getattr(run.tally, state)}")
+        lines += ["# HELP gdpval_samples_retried Sample pods started again after a failed or lost attempt.", "# TYPE gdpval_samples_retried gauge"]
+        lines += [f"gdpval_samples_retried{_labels(namespace=ns, run=name)} {r.tally.retried}" for (ns, name), r in sorted(self.runs.items())]
+        lines += ["# HELP gdpval_tokens Model tokens used by committed attempts.", "# TYPE gdpval_tokens gauge"]
+        for (ns, name), run in sorted(self.runs.items()):
+            lines.append(f"gdpval_tokens{_labels(namespace=ns, run=name, direction='input')} {run.tally.input_tokens}")
+            lines.append(f"gdpval_tokens{_labels(namespace=ns, run=name, direction='output')} {run.tally.output_tokens}")
+        lines += ["# HELP gdpval_model_api_errors Retried model API errors (429, 5xx, timeouts) in committed attempts.", "# TYPE gdpval_model_api_errors gauge"]
+        lines += [f"gdpval_model_api_errors{_labels(namespace=ns, run=name)} {r.tally.api_errors}" for (ns, name), r in sorted(self.runs.items())]
+        lines += ["# HELP gdpval_run_info The state of each run.", "# TYPE gdpval_run_info gauge"]
+        lines += [f"gdpval_run_info{_labels(namespace=ns, run=name, state=r.state)} 1" for (ns, name), r in sorted(self.runs.items())]
+        lines += ["# HELP gdpval_reconcile_duration_seconds Time of one reconcile pass.", "# TYPE gdpval_reconcile_duration_seconds histogram"]
+        for bound, count in zip(BUCKETS, self.bucket_counts):
+            lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="{bound}"}} {count}')
+        lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="+Inf"}} {self.latency_count}')
+        lines.append(f"gdpval_reconcile_duration_seconds_sum {self.latency_sum:.6f}")
+        lines.append(f"gdpval_reconcile_duration_seconds_count {self.latency_count}")
+        lines += ["# HELP gdpval_reconcile_errors_total Reconcile passes that raised.", "# TYPE gdpval_reconcile_errors_total counter"]
+        lines.append(f"gdpval_reconcile_errors_total {self.errors}")
+        return "\n".join(lines) + "\n"

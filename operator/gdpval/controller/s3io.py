@@ -1,0 +1,99 @@
+"""What the operator reads from S3 (blocking calls; the caller runs them in a thread).
+
+The operator never writes run artifacts: it reads the manifest after prepare, commit markers when
+a pod ends, and submission_info.json after assembly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import boto3
+from botocore.config import Config
+
+from gdpval.controller.api import OutputSpec
+from gdpval.controller.ledger import Committed, Ledger, rebuild
+from gdpval.controller.reconcile import Probe, Submission
+from gdpval.manifest import RunRecord, load_manifest
+from gdpval.runner.state import progress_from_keys
+from gdpval.sample import SampleResult
+from gdpval.storage import NotFound, layout
+from gdpval.storage.s3 import S3Storage, parse_s3_uri
+
+INFO = "submission_info.json"
+
+
+def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3Storage:
+    """Storage for a run's output with the run's own credentials (not the operator's ambient ones)."""
+    bucket, prefix = parse_s3_uri(output.url)
+    keys = {}
+    if credentials is not None:
+        keys = {"aws_access_key_id": credentials["access_key_id"], "aws_secret_access_key": credentials["secret_access_key"]}
+    client = boto3.client(
+        "s3",
+        endpoint_url=output.endpoint or None,
+        region_name=output.region or "us-east-1",
+        config=Config(
+            s3={"addressing_style": "path" if output.endpoint else "auto"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=30,
+        ),
+        **keys,
+    )
+    return S3Storage(bucket, prefix, client=client)
+
+
+def load_samples(storage: S3Storage, run: str) -> tuple[tuple[str, ...], str]:
+    """Sample ids in manifest order and the pinned dataset revision."""
+    record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+    entries = load_manifest(storage.get_text(layout.manifest(run)))
+    return tuple(e.sample.sample_id for e in entries), record.dataset.revision
+
+
+def is_prepared(storage: S3Storage, run: str) -> bool:
+    return storage.exists(layout.run_json(run)) and storage.exists(layout.manifest(run))
+
+
+def read_committed(storage: S3Storage, run: str, sample: str, attempt: int) -> Committed | None:
+    try:
+        text = storage.get_text(layout.result(run, sample, attempt))
+    except NotFound:
+        return None
+    return Committed.of(SampleResult.model_validate_json(text))
+
+
+def probe(storage: S3Storage, run: str, sample: str, attempt: int, pod_exists: bool) -> Probe:
+    committed = read_committed(storage, run, sample, attempt)
+    has_files = committed is not None or next(iter(storage.list(layout.attempt_root(run, sample, attempt))), None) is not None
+    return Probe(committed=committed, has_files=has_files, pod_exists=pod_exists)
+
+
+def rebuild_ledger(storage: S3Storage, run: str, now: float) -> Ledger:
+    """The ledger from S3 alone, for a run whose ConfigMap is gone (deleted, or a recreated run)."""
+    progress = progress_from_keys(storage.list(layout.sample_root(run, "").rstrip("/")))
+    results = {}
+    for sample, seen in progress.items():
+        for attempt in seen.committed:
+            committed = read_committed(storage, run, sample, attempt)
+            if committed is not None:
+                results[(sample, attempt)] = committed
+    return rebuild(progress, results, now)
+
+
+def ready_rate(infos: list[Mapping]) -> float | None:
+    """The submission_ready share over all packages (one per repeat), weighted by their tasks."""
+    weighted = [(float(i["submission_ready"]), int((i.get("counts") or {}).get("samples") or 1)) for i in infos if "submission_ready" in i]
+    total = sum(w for _, w in weighted)
+    return round(sum(r * w for r, w in weighted) / total, 4) if total else None
+
+
+def read_submission(storage: S3Storage, run: str) -> Submission:
+    """The submission URI and ready rate from the packages' submission_info.json (written last)."""
+    root = layout.submission(run)
+    keys = [k for k in storage.list(root) if k.endswith(f"/{INFO}")]
+    if not keys:
+        raise NotFound(f"{storage.url(root)}/{INFO} does not exist")
+    infos = [json.loads(storage.get_text(k)) for k in keys]
+    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos))

@@ -1,0 +1,21 @@
+"""The metrics exposition."""
+
+from __future__ import annotations
+
+from gdpval.controller.metrics import Metrics
+from gdpval.controller.reconcile import Tally
+
+
+def test_render_runs_and_latency():
+    m = Metrics()
+    m.observe_run("ns", 'r"1', "Running", Tally(total=3, running=1, succeeded=2, input_tokens=10, output_tokens=4, api_errors=1))
+    m.observe_reconcile(0.2)
+    m.observe_reconcile(40.0, failed=True)
+    text = m.render()
+    assert 'gdpval_samples{namespace="ns",run="r\\"1",state="succeeded"} 2' in text
+    assert 'gdpval_tokens{namespace="ns",run="r\\"1",direction="input"} 10' in text
+    assert 'gdpval_model_api_errors{namespace="ns",run="r\\"1"} 1' in text
+    assert 'gdpval_reconcile_duration_seconds_bucket{le="0.25"} 1' in text and 'le="+Inf"} 2' in text
+    assert "gdpval_reconcile_errors_total 1" in text
+    m.forget_run("ns", 'r"1')
+    assert "gdpval_samples{" not in m.render()
