@@ -1,0 +1,1 @@
+"""The official-format submission package and the per-sample results table."""

@@ -1,0 +1,288 @@
+"""Assemble the submission package(s) and results.parquet from committed results in storage.
+
+Only the Storage interface is used, so a local folder and S3 build the same objects. A sample's
+committed result is its highest `attempt-<n>` with a result.json (written last by the runner);
+attempts without one are ignored. Re-running rebuilds everything in place: every object is
+rewritten whole, and files a previous build left behind are removed when the backend can delete.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, Field, ValidationError
+
+from gdpval.errors import GdpvalError
+from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.sample import SampleResult, SampleStatus
+from gdpval.storage import NotFound, Storage, layout
+from gdpval.submission.schema import (
+    UnsafeDeliverable,
+    deliverable_path,
+    result_row,
+    results_table,
+    submission_row,
+    submission_table,
+    succeeded,
+)
+
+PARQUET = "data/train-00000-of-00001.parquet"
+INFO = "submission_info.json"
+READY_DEFINITION = (
+    "submission_ready = the share of this package's tasks (one sample each) whose committed attempt has "
+    "status 'succeeded', i.e. the model ended with a final answer; failed and missing samples are not "
+    "ready. It measures completion only, not quality."
+)
+OFFICIAL_SCORE = (
+    "The official GDPval score comes from OpenAI's grader, which grades this package; this tool does "
+    "not score deliverables."
+)
+
+
+class SubmissionError(GdpvalError):
+    """The run cannot be assembled (missing run record or manifest, unreadable results)."""
+
+
+class Counts(BaseModel):
+    tasks: int = 0
+    samples: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    missing: int = 0
+
+
+class PackageInfo(BaseModel):
+    """The content of one package's submission_info.json."""
+
+    run_name: str
+    dataset: str
+    dataset_source: str
+    dataset_revision: str
+    split: str
+    repeat: int
+    repeats: int
+    counts: Counts
+    submission_ready: float
+    submission_ready_definition: str = READY_DEFINITION
+    official_score: str = OFFICIAL_SCORE
+    created_at: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class SubmissionInfo(BaseModel):
+    """What a build wrote: one package per repeat, plus the results table."""
+
+    run_name: str
+    uri: str
+    results_uri: str
+    counts: Counts
+    submission_ready: float
+    packages: list[PackageInfo]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Committed(BaseModel):
+    """A sample's chosen attempt: its result and the deliverable files present in storage."""
+
+    attempt: int
+    present: set[str]
+
+
+_ATTEMPT = re.compile(r"^(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
+
+
+def committed_attempts(keys: list[str], run: str) -> dict[str, Committed]:
+    """For each sample, the highest attempt with a result.json and its deliverable files (pure)."""
+    base = layout.sample_root(run, "")
+    files: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for key in keys:
+        match = _ATTEMPT.match(key.removeprefix(base))
+        if key.startswith(base) and match:
+            files[(match["sample"], int(match["n"]))].add(match["rest"])
+    chosen: dict[str, Committed] = {}
+    for (sample, n), names in sorted(files.items()):
+        if layout.RESULT in names:
+            present = {name.removeprefix("deliverable_files/") for name in names if name.startswith("deliverable_files/")}
+            chosen[sample] = Committed(attempt=n, present=present)
+    return chosen
+
+
+def package_prefix(run: str, repeat: int, repeats: int) -> str:
+    """`runs/<run>/submission` for one repeat, `.../submission/repeat-<k>` for several."""
+    root = layout.submission(run)
+    return root if repeats == 1 else f"{root}/repeat-{repeat}"
+
+
+def build_submission(storage: Storage, run: str) -> SubmissionInfo:
+    """Write every package, results.parquet, and remove what a previous build left behind."""
+    record, entries = _load_run(storage, run)
+    attempts = committed_attempts(list(storage.list(layout.sample_root(run, "").rstrip("/"))), run)
+    results, warnings = _load_results(storage, run, entries, attempts)
+    repeats = max([record.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
+    builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"))
+    packages = [builder.package([e for e in entries if e.sample.repeat == k], k, repeats) for k in range(repeats)]
+    warnings += _remove_stale(storage, layout.submission(run), builder.written)
+    rows = [result_row(e, results.get(e.sample.sample_id)) for e in entries]
+    storage.put_bytes(layout.results_parquet(run), _parquet(results_table(rows)))
+    counts = _counts(entries, results)
+    return SubmissionInfo(
+        run_name=run,
+        uri=storage.url(layout.submission(run)),
+        results_uri=storage.url(layout.results_parquet(run)),
+        counts=counts,
+        submission_ready=_ready(counts),
+        packages=packages,
+        warnings=warnings + [w for p in packages for w in p.warnings],
+    )
+
+
+def _load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
+    try:
+        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+        entries = load_manifest(storage.get_text(layout.manifest(run)))
+    except NotFound as exc:
+        raise SubmissionError(f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name") from None
+    except ValidationError as exc:
+        raise SubmissionError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
+    return record, entries
+
+
+def _load_results(
+    storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, Committed]
+) -> tuple[dict[str, SampleResult], list[str]]:
+    """Each sample's committed result, limited to the deliverables really present in storage."""
+    results: dict[str, SampleResult] = {}
+    warnings: list[str] = []
+    for entry in entries:
+        sample = entry.sample.sample_id
+        if sample not in attempts:
+            continue
+        chosen = attempts[sample]
+        key = layout.result(run, sample, chosen.attempt)
+        try:
+            result = SampleResult.model_validate_json(storage.get_text(key))
+        except ValidationError as exc:
+            raise SubmissionError(f"{storage.url(key)} is not a valid result: {exc.errors()[0]['msg']}") from None
+        if result.sample_id != sample:
+            raise SubmissionError(f"{storage.url(key)} belongs to sample {result.sample_id!r}, not {sample!r}")
+        absent = [rel for rel in result.deliverable_files if rel not in chosen.present]
+        warnings += [f"{sample}: deliverable {rel!r} is listed but absent from storage; left out" for rel in absent]
+        kept = [rel for rel in result.deliverable_files if rel in chosen.present]
+        results[sample] = result.model_copy(update={"deliverable_files": kept})
+    return results, warnings
+
+
+class _Builder:
+    """Writes packages of one run and remembers every key it wrote (to find stale ones)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        record: RunRecord,
+        results: dict[str, SampleResult],
+        attempts: dict[str, Committed],
+        created: str,
+    ):
+        self.storage = storage
+        self.record = record
+        self.results = results
+        self.attempts = attempts
+        self.created = created
+        self.written: set[str] = set()
+
+    def package(self, entries: list[ManifestEntry], repeat: int, repeats: int) -> PackageInfo:
+        """Copy deliverables, then the parquet, then submission_info.json (last, as the marker)."""
+        prefix = package_prefix(self.record.run_name, repeat, repeats)
+        warnings: list[str] = []
+        rows = []
+        for entry in entries:
+            result = self._copy(entry, self.results.get(entry.sample.sample_id), prefix, warnings)
+            rows.append(submission_row(entry, result))
+        self._put(f"{prefix}/{PARQUET}", _parquet(submission_table(rows)))
+        counts = _counts(entries, self.results)
+        dataset = self.record.dataset
+        info = PackageInfo(
+            run_name=self.record.run_name,
+            dataset=dataset.location,
+            dataset_source=dataset.source,
+            dataset_revision=dataset.revision,
+            split=self.record.split,
+            repeat=repeat,
+            repeats=repeats,
+            counts=counts,
+            submission_ready=_ready(counts),
+            created_at=self.created,
+            warnings=warnings,
+        )
+        self._put(f"{prefix}/{INFO}", (info.model_dump_json(indent=2) + "\n").encode())
+        return info
+
+    def _copy(
+        self, entry: ManifestEntry, result: SampleResult | None, prefix: str, warnings: list[str]
+    ) -> SampleResult | None:
+        """Copy a succeeded sample's files into the package; unsafe names are left out and reported."""
+        if result is None or not succeeded(result):
+            return result
+        sample = entry.sample.sample_id
+        source = layout.deliverables(self.record.run_name, sample, self.attempts[sample].attempt)
+        kept = []
+        with tempfile.TemporaryDirectory(prefix="gdpval-submission-") as tmp:
+            for rel in result.deliverable_files:
+                try:
+                    dest = f"{prefix}/{deliverable_path(entry.task.task_id, rel)}"
+                except UnsafeDeliverable as exc:
+                    warnings.append(f"{sample}: {exc}; left out")
+                    continue
+                self.storage.get_file(f"{source}/{rel}", Path(tmp) / "file")
+                self.storage.put_file(dest, Path(tmp) / "file")
+                self.written.add(dest)
+                kept.append(rel)
+        return result.model_copy(update={"deliverable_files": kept})
+
+    def _put(self, key: str, data: bytes) -> None:
+        self.storage.put_bytes(key, data)
+        self.written.add(key)
+
+
+def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> Counts:
+    outcomes = [results.get(e.sample.sample_id) for e in entries]
+    return Counts(
+        tasks=len({e.sample.task_id for e in entries}),
+        samples=len(entries),
+        succeeded=sum(1 for r in outcomes if succeeded(r)),
+        failed=sum(1 for r in outcomes if r is not None and r.status == SampleStatus.failed),
+        missing=sum(1 for r in outcomes if r is None),
+    )
+
+
+def _ready(counts: Counts) -> float:
+    return round(counts.succeeded / counts.samples, 4) if counts.samples else 0.0
+
+
+def _parquet(table: pa.Table) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def _put(storage: Storage, key: str, data: bytes, written: set[str]) -> None:
+    storage.put_bytes(key, data)
+    written.add(key)
+
+
+def _remove_stale(storage: Storage, root: str, written: set[str]) -> list[str]:
+    """Delete objects under `root` this build did not write; report them if the backend cannot delete."""
+    stale = [key for key in storage.list(root) if key not in written]
+    delete = getattr(storage, "delete", None)
+    if delete is None:
+        return [f"stale file {key} from an earlier build remains: delete it by hand" for key in stale]
+    for key in stale:
+        delete(key)
+    return []

@@ -1,0 +1,132 @@
+"""Column layouts of the submission parquet and results.parquet, and pure row builders.
+
+Rows are built field by field from named Task attributes, never by dumping a model, so gold
+columns cannot reach a submission even if a Task ever carried extra fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+import pyarrow as pa
+
+from gdpval.manifest import ManifestEntry
+from gdpval.sample import SampleResult, SampleStatus
+
+STRINGS = pa.list_(pa.field("element", pa.string()))
+
+SUBMISSION_COLUMNS = (
+    "task_id",
+    "sector",
+    "occupation",
+    "prompt",
+    "reference_files",
+    "reference_file_urls",
+    "reference_file_hf_uris",
+    "rubric_pretty",
+    "rubric_json",
+    "deliverable_text",
+    "deliverable_files",
+)
+_LIST_COLUMNS = {"reference_files", "reference_file_urls", "reference_file_hf_uris", "deliverable_files"}
+
+SUBMISSION_SCHEMA = pa.schema(
+    [pa.field(name, STRINGS if name in _LIST_COLUMNS else pa.string()) for name in SUBMISSION_COLUMNS]
+)
+
+RESULTS_SCHEMA = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),
+        pa.field("task_id", pa.string(), nullable=False),
+        pa.field("repeat", pa.int64(), nullable=False),
+        pa.field("attempt", pa.int64()),  # null: no committed attempt
+        pa.field("status", pa.string(), nullable=False),  # succeeded | failed | missing
+        pa.field("error_kind", pa.string()),
+        pa.field("error", pa.string(), nullable=False),
+        pa.field("steps", pa.int64(), nullable=False),
+        pa.field("input_tokens", pa.int64(), nullable=False),
+        pa.field("output_tokens", pa.int64(), nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("api_errors", pa.int64(), nullable=False),
+        pa.field("deliverable_count", pa.int64(), nullable=False),
+        pa.field("refused_count", pa.int64(), nullable=False),
+    ]
+)
+
+MISSING = "missing"
+DELIVERABLES_DIR = "deliverable_files"
+
+
+class UnsafeDeliverable(ValueError):
+    """A deliverable path that would leave its task's folder in the package."""
+
+
+def deliverable_path(task_id: str, relative: str) -> str:
+    """`deliverable_files/<task_id>/<relative>`, relative to the submission root."""
+    parts = relative.split("/")
+    if not relative or PurePosixPath(relative).is_absolute() or any(p in ("", ".", "..") for p in parts):
+        raise UnsafeDeliverable(f"deliverable path {relative!r} is not a plain relative path")
+    if "/" in task_id or task_id in ("", ".", ".."):
+        raise UnsafeDeliverable(f"task id {task_id!r} cannot name a folder")
+    return f"{DELIVERABLES_DIR}/{task_id}/{relative}"
+
+
+def succeeded(result: SampleResult | None) -> bool:
+    return result is not None and result.status == SampleStatus.succeeded
+
+
+def submission_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, Any]:
+    """One submission row; only a succeeded result contributes text and files."""
+    task = entry.task
+    ok = succeeded(result)
+    files = [deliverable_path(task.task_id, rel) for rel in result.deliverable_files] if ok else []
+    return {
+        "task_id": task.task_id,
+        "sector": task.sector,
+        "occupation": task.occupation,
+        "prompt": task.prompt,
+        "reference_files": list(task.reference_files),
+        "reference_file_urls": list(task.reference_file_urls),
+        "reference_file_hf_uris": list(task.reference_file_hf_uris),
+        "rubric_pretty": task.rubric_pretty,
+        "rubric_json": task.rubric_json,
+        "deliverable_text": result.deliverable_text if ok else "",
+        "deliverable_files": files,
+    }
+
+
+def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, Any]:
+    """One results.parquet row; a sample without a committed attempt has status `missing`."""
+    sample = entry.sample
+    if result is None:
+        return {
+            "sample_id": sample.sample_id, "task_id": sample.task_id, "repeat": sample.repeat, "attempt": None,
+            "status": MISSING, "error_kind": None, "error": "no committed attempt", "steps": 0,
+            "input_tokens": 0, "output_tokens": 0, "duration_s": 0.0, "api_errors": 0,
+            "deliverable_count": 0, "refused_count": 0,
+        }
+    return {
+        "sample_id": sample.sample_id,
+        "task_id": sample.task_id,
+        "repeat": sample.repeat,
+        "attempt": result.attempt,
+        "status": str(result.status),
+        "error_kind": str(result.error_kind) if result.error_kind else None,
+        "error": result.error,
+        "steps": result.steps,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "duration_s": result.duration_s,
+        "api_errors": result.api_errors,
+        "deliverable_count": len(result.deliverable_files),
+        "refused_count": len(result.refused_files),
+    }
+
+
+def submission_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=SUBMISSION_SCHEMA)
+
+
+def results_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)

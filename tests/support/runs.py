@@ -1,0 +1,65 @@
+"""Hand-made runs in storage: run.json, manifest and committed (or half-written) attempts."""
+
+from __future__ import annotations
+
+from gdpval.dataset.models import DatasetRef, Sample, Task
+from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, Selection, dump_manifest
+from gdpval.sample import ErrorKind, SampleResult, SampleStatus, Usage
+from gdpval.storage import Storage, layout
+
+
+def task(task_id: str, **fields: object) -> Task:
+    values: dict[str, object] = {
+        "sector": "Information",
+        "occupation": "Editors",
+        "prompt": f"Do task {task_id}.",
+        "reference_files": [f"reference_files/{task_id}/input.txt"],
+        "reference_file_urls": [f"https://example.test/{task_id}/input.txt"],
+        "reference_file_hf_uris": [f"hf://datasets/openai/gdpval@main/reference_files/{task_id}/input.txt"],
+    }
+    return Task(task_id=task_id, **(values | fields))
+
+
+def entries(tasks: list[Task], repeats: int = 1) -> list[ManifestEntry]:
+    return [ManifestEntry(sample=Sample.of(t.task_id, r), task=t) for t in tasks for r in range(repeats)]
+
+
+def write_run(storage: Storage, run: str, items: list[ManifestEntry], repeats: int = 1) -> RunRecord:
+    record = RunRecord(
+        run_name=run,
+        dataset=DatasetRef(source="modelscope", location="openai-mirror/gdpval", revision="a" * 40),
+        selection=Selection(repeats=repeats),
+        model=ModelSettings(name="scripted"),
+    )
+    storage.put_text(layout.run_json(run), record.model_dump_json())
+    storage.put_text(layout.manifest(run), dump_manifest(items))
+    return record
+
+
+def succeeded(entry: ManifestEntry, attempt: int, files: dict[str, bytes], text: str = "done") -> SampleResult:
+    return SampleResult(
+        sample_id=entry.sample.sample_id, task_id=entry.sample.task_id, repeat=entry.sample.repeat,
+        attempt=attempt, status=SampleStatus.succeeded, deliverable_text=text, deliverable_files=sorted(files),
+        steps=3, usage=Usage(input_tokens=100, output_tokens=20), started_at=10.0, finished_at=12.5,
+    )
+
+
+def failed(entry: ManifestEntry, attempt: int, kind: ErrorKind = ErrorKind.max_steps) -> SampleResult:
+    return SampleResult(
+        sample_id=entry.sample.sample_id, task_id=entry.sample.task_id, repeat=entry.sample.repeat,
+        attempt=attempt, status=SampleStatus.failed, error_kind=kind, error=f"stopped: {kind}",
+        deliverable_text="partial answer", deliverable_files=["draft.txt"], steps=250, api_errors=2,
+    )
+
+
+def commit(
+    storage: Storage, run: str, entry: ManifestEntry, attempt: int, result: SampleResult | None,
+    files: dict[str, bytes] | None = None,
+) -> None:
+    """Upload deliverables, then result.json last; with `result=None` the attempt stays half-written."""
+    sample = entry.sample.sample_id
+    for rel, data in (files or {}).items():
+        storage.put_bytes(f"{layout.deliverables(run, sample, attempt)}/{rel}", data)
+    storage.put_text(layout.transcript(run, sample, attempt), "{}\n")
+    if result is not None:
+        storage.put_text(layout.result(run, sample, attempt), result.model_dump_json())
