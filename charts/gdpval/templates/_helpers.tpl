@@ -1,0 +1,134 @@
+{{/* Chart name, cut to 63 characters (a DNS label). */}}
+{{- define "gdpval.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name; a release already called "gdpval..." is not repeated. */}}
+{{- define "gdpval.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gdpval.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels. app.kubernetes.io/component=operator keeps the selector away from the pods the
+operator itself creates (they also carry app.kubernetes.io/name=gdpval).
+*/}}
+{{- define "gdpval.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gdpval.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* Labels of every object of the release. */}}
+{{- define "gdpval.commonLabels" -}}
+helm.sh/chart: {{ include "gdpval.chart" . }}
+app.kubernetes.io/name: {{ include "gdpval.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gdpval
+{{- end }}
+
+{{/* Labels of the operator's own objects. */}}
+{{- define "gdpval.labels" -}}
+{{ include "gdpval.commonLabels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "gdpval.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gdpval.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* repository@digest, or repository:tag (tag defaults to appVersion). */}}
+{{- define "gdpval.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Namespaces the operator watches, as a JSON list (empty when cluster-wide): the explicit list, or
+the release namespace. RBAC and the operator's flags are both rendered from this one list.
+*/}}
+{{- define "gdpval.watchNamespaces" -}}
+{{- if .Values.operator.clusterWide }}
+{{- list | toJson }}
+{{- else if .Values.operator.watchNamespaces }}
+{{- .Values.operator.watchNamespaces | uniq | toJson }}
+{{- else }}
+{{- list .Release.Namespace | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* Rules the operator needs on its own objects, in every namespace it watches. */}}
+{{- define "gdpval.operatorRules" -}}
+- apiGroups: ["gdpval.io"]
+  resources: ["gdpvalruns"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["gdpval.io"]
+  resources: ["gdpvalruns/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# Read by name only, to report a missing Secret as a condition; the values are never read into status.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* Selector labels as a label-selector string, k=v,k=v (keys sorted). */}}
+{{- define "gdpval.selectorString" -}}
+{{- $pairs := list }}
+{{- range $k, $v := include "gdpval.selectorLabels" . | fromYaml }}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/*
+Metadata of the uninstall hook's objects: a Helm pre-delete hook, and an Argo CD PostDelete hook
+(Argo CD ignores the Helm annotations when its own are present). Call with (dict "ctx" $ "weight" "N").
+*/}}
+{{- define "gdpval.hookMeta" -}}
+labels:
+  {{- include "gdpval.commonLabels" .ctx | nindent 2 }}
+  app.kubernetes.io/component: uninstall
+annotations:
+  helm.sh/hook: pre-delete
+  helm.sh/hook-weight: {{ .weight | quote }}
+  helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+  argocd.argoproj.io/hook: PostDelete
+  argocd.argoproj.io/hook-delete-policy: BeforeHookCreation,HookSucceeded
+  argocd.argoproj.io/sync-wave: {{ .weight | quote }}
+{{- end }}

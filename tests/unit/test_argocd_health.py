@@ -1,0 +1,114 @@
+"""The Argo CD health check (gitops/argocd/health-gdpvalrun.lua) run on sample GdpvalRuns.
+
+Argo CD runs health scripts in gopher-lua, a Lua 5.1, with only the base, table, string and math
+libraries; the tests use lupa's Lua 5.1 with the same libraries, `obj` bound to the object.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+lupa_lua51 = pytest.importorskip("lupa.lua51", reason="lupa (pip install lupa) runs the Lua health check")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "gitops" / "argocd" / "health-gdpvalrun.lua"
+CM_PATCH = ROOT / "gitops" / "argocd" / "argocd-cm-health-patch.yaml"
+CASES = ROOT / "gitops" / "testdata" / "health"
+EXPECTED = yaml.safe_load((CASES / "expected.yaml").read_text())
+CM_KEY = "resource.customizations.health.gdpval.io_GdpvalRun"
+
+
+def health(obj: dict, script: str | None = None) -> dict:
+    """Run the script the way Argo CD does: `obj` global, the script's return value is the result."""
+    lua = lupa_lua51.LuaRuntime(unpack_returned_tuples=True)
+    # gopher-lua in Argo CD has no os/io/package/debug; a script that needs them must fail here too.
+    lua.execute("os, io, package, debug, require, dofile, loadfile = nil, nil, nil, nil, nil, nil, nil")
+    # JSON round trip: numbers become floats and nulls disappear, as in Argo CD's conversion.
+    data = json.loads(json.dumps(obj), parse_int=float)
+    lua.globals().obj = lua.table_from(data, recursive=True)
+    result = lua.execute(script if script is not None else SCRIPT.read_text())
+    return {"status": result["status"], "message": result["message"]}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_objects(name: str) -> None:
+    obj = yaml.safe_load((CASES / name).read_text())
+    assert health(obj) == EXPECTED[name]
+
+
+def test_every_sample_has_an_expectation() -> None:
+    files = {p.name for p in CASES.glob("*.yaml")} - {"expected.yaml"}
+    assert files == set(EXPECTED)
+    assert {e["status"] for e in EXPECTED.values()} == {"Healthy", "Degraded", "Progressing", "Suspended"}
+
+
+def test_status_is_always_one_argo_knows() -> None:
+    """Odd but possible objects (empty conditions, missing metadata) still get a valid status."""
+    odd = [
+        {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun"},
+        {"metadata": {"generation": 1}, "status": {}},
+        {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": []}},
+        {"metadata": {"generation": 1}, "spec": {"suspend": True}, "status": {"observedGeneration": 1, "state": "Suspended"}},
+    ]
+    got = [health(o)["status"] for o in odd]
+    assert got == ["Progressing", "Progressing", "Progressing", "Suspended"]
+
+
+def test_argocd_cm_patch_embeds_the_same_script() -> None:
+    patch = yaml.safe_load(CM_PATCH.read_text())
+    assert patch["kind"] == "ConfigMap" and patch["metadata"]["name"] == "argocd-cm"
+    assert patch["data"][CM_KEY] == SCRIPT.read_text()
+
+
+# The operator's own status model: statuses it really writes, through the Lua check.
+status_mod = pytest.importorskip("gdpval.controller.status", reason="operator status model not importable")
+
+
+def _operator_status(state: str, *, suspend: bool = False, generation: int = 1) -> dict:
+    from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+    from gdpval.controller.reconcile import Observed, Plan, Submission
+
+    spec = GdpvalRunSpec.model_validate(
+        {"model": {"name": "m"}, "output": {"url": "s3://bucket/runs"}, "suspend": suspend}
+    )
+    obs = Observed(
+        now=1_800_000_000.0, spec=spec, generation=generation, status=GdpvalRunStatus(), ledger={},
+        samples=("a", "b"), submission=Submission(uri="s3://bucket/runs/r/submission", ready_rate=1.0),
+    )
+    reasons = {"Succeeded": "SubmissionReady", "Failed": "FailureBudgetExceeded", "Suspended": "Suspended", "Running": "SamplesRunning"}
+    plan = Plan(ledger={}, state=state, reason=reasons[state], message=f"{state.lower()} for the test")
+    status = status_mod.status_patch(status_mod.build_status(obs, plan))
+    spec_json = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"metadata": {"name": "r", "generation": generation}, "spec": spec_json, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("state", "suspend", "expected"),
+    [
+        ("Succeeded", False, "Healthy"),
+        ("Failed", False, "Degraded"),
+        ("Suspended", True, "Suspended"),
+        ("Running", False, "Progressing"),
+    ],
+)
+def test_statuses_the_operator_writes(state: str, suspend: bool, expected: str) -> None:
+    obj = _operator_status(state, suspend=suspend, generation=3)
+    assert obj["status"]["observedGeneration"] == 3
+    assert health(obj)["status"] == expected
+    # A newer spec than the status describes is never reported as settled.
+    obj["metadata"]["generation"] = 4
+    assert health(obj)["status"] == "Progressing"
+
+
+def test_operator_status_is_readable_by_kstatus() -> None:
+    """kstatus (Flux, `kubectl wait`) needs observedGeneration and a Ready condition: True only on success."""
+    for state, ready in (("Succeeded", "True"), ("Running", "False"), ("Failed", "False")):
+        status = _operator_status(state)["status"]
+        conditions = {c["type"]: c for c in status["conditions"]}
+        assert status["observedGeneration"] == 1
+        assert conditions["Ready"]["status"] == ready
+        assert all(c["observedGeneration"] == 1 for c in conditions.values())
