@@ -281,7 +281,7 @@ def main() -> None:
     try:
         app()
     except GdpvalError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False)
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: committed samples are kept; run the same command again to resume")

@@ -171,5 +171,5 @@ def test_bad_input_fails_early_with_one_line(case, fix, dataset, model, tmp_path
             context.__exit__(None, None, None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fix in lines[0].lower(), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fix.lower() in lines[0].lower(), done.stderr
     assert not list((tmp_path / "out").rglob("result.json"))

@@ -183,7 +183,7 @@ class AgentLoop:
         kind, retryable = classify(exc)
         detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         self.outcome.api_errors += 1
-        self.transcript.event("api_error", kind=kind.value, retry=retry, detail=detail[:2000])
+        self.transcript.event("api_error", error_kind=kind.value, retry=retry, detail=detail[:2000])
         if not retryable or retry >= MAX_API_RETRIES:
             raise LoopFailure(kind, f"model API: {detail[:500]}")
         delay = retry_delay(exc, retry)

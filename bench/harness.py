@@ -1,0 +1,92 @@
+"""Harness overhead with the scripted model at zero latency: what the tool adds around a model.
+
+Measures, side by side in one run (machines here are noisy; compare ratios, not absolutes):
+  1. one tool-call round trip (client -> tool server -> bash -> back), bubblewrap vs plain process;
+  2. the fixed cost of a sample: sandbox start + stop, bubblewrap vs plain;
+  3. `gdpval run` over the 12-task sample at concurrency 1 and 4 (wall time, per-sample mean).
+Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from gdpval.fakemodel.server import start_background  # noqa: E402
+from gdpval.sandbox.client import SandboxClient  # noqa: E402
+from gdpval.sandbox.local import LocalSandbox  # noqa: E402
+from support.standins import make_standin_dataset  # noqa: E402
+
+SAMPLE = ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
+
+
+def summarize(samples_s: list[float]) -> dict[str, float]:
+    ms = sorted(s * 1000 for s in samples_s)
+    return {"mean_ms": statistics.fmean(ms), "p50_ms": ms[len(ms) // 2], "p95_ms": ms[int(len(ms) * 0.95) - 1]}
+
+
+def round_trips(isolation: str, calls: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp, LocalSandbox(Path(tmp), {}, isolation=isolation) as box:
+        client = SandboxClient(box.address, box.token)
+        client.call("bash", {"command": "true", "timeout": 10}, 10)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            client.call("bash", {"command": "true", "timeout": 10}, 10)
+            times.append(time.perf_counter() - start)
+    return summarize(times)
+
+
+def sandbox_start_stop(isolation: str, starts: int) -> dict[str, float]:
+    times = []
+    for _ in range(starts):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            with LocalSandbox(Path(tmp), {}, isolation=isolation) as box:
+                SandboxClient(box.address, box.token).wait_ready(30)
+            times.append(time.perf_counter() - start)
+    return summarize(times)
+
+
+def full_run(dataset: Path, base_url: str, concurrency: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        subprocess.run(
+            [str(Path(sys.executable).with_name("gdpval")), "run", "--dataset", str(dataset), "--model", "scripted",
+             "--base-url", base_url, "--output", out, "--run-name", "bench", "--concurrency", str(concurrency)],
+            check=True, capture_output=True,
+        )
+        wall = time.perf_counter() - start
+        results = json.loads(subprocess.run(
+            [sys.executable, "-c", "import pyarrow.parquet as pq,json,sys;print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
+             f"{out}/runs/bench/results.parquet"], check=True, capture_output=True, text=True).stdout)
+    return {"wall_s": wall, "samples": len(results), "mean_sample_s": statistics.fmean(r["duration_s"] for r in results)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--starts", type=int, default=20)
+    args = parser.parse_args()
+    report: dict[str, object] = {}
+    for isolation in ("bwrap", "none"):
+        report[f"tool_round_trip_{isolation}"] = round_trips(isolation, args.calls)
+        report[f"sandbox_start_stop_{isolation}"] = sandbox_start_stop(isolation, args.starts)
+    with tempfile.TemporaryDirectory() as tmp, start_background(host="127.0.0.1", port=0) as model:
+        dataset = make_standin_dataset(SAMPLE, Path(tmp) / "dataset")
+        for concurrency in (1, 4):
+            report[f"run_12_tasks_c{concurrency}"] = full_run(dataset, model.base_url, concurrency)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
