@@ -9,7 +9,14 @@ bin=.venv/bin
 
 mkdir -p "$out"
 dataset="$out/demo-dataset"
-[[ -d "$dataset/reference_files" ]] || "$bin/python" tests/support/standins.py "$sample" "$dataset"
+# The sample ships without its binary reference files: make stand-ins with the real names and formats.
+[[ -d "$dataset/reference_files" ]] || "$bin/python" - "$sample" "$dataset" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, "tests")
+from support.standins import make_standin_dataset
+make_standin_dataset(Path(sys.argv[1]), Path(sys.argv[2]))
+PY
 
 port="$("$bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$bin/gdpval" fake-model --port "$port" >"$out/fake-model.log" 2>&1 &

@@ -158,7 +158,7 @@ def run(
         check_endpoint(client, model)
     record, entries, _ = save_or_resume(storage, record, entries)
     todo = pending(entries, list(storage.list(layout.sample_root(run_name, "").rstrip("/"))), retry_failed, storage, run_name)
-    out = Console()
+    out = Console(soft_wrap=True)
     out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
     with Progress(tally, out) as progress:
