@@ -140,7 +140,7 @@ def _pptx(name: str, seed: int) -> bytes:
         '<p:cSld><p:spTree><p:nvGrpSpPr><p:cNvPr id="1" name=""/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr>'
         f"<p:grpSpPr/>{shape}</p:spTree></p:cSld>"
     )
-    head = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+    head = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     ns = f'xmlns:a="{_NS_A}" xmlns:r="{_NS_R}" xmlns:p="{_NS_P}"'
     return _zip({
         "[Content_Types].xml": _content_types({
@@ -216,7 +216,6 @@ def _jpg(name: str, seed: int) -> bytes:
     bits per block, padded with ones. The comment segment carries the name.
     """
     blocks = 1 + seed % 6
-    segment = lambda marker, body: b"\xff" + marker + struct.pack(">H", len(body) + 2) + body  # noqa: E731
     comment = f"Stand-in for {name}".encode()[:60000]
     quant = b"\x00" + bytes([1] * 64)
     frame = b"\x08" + struct.pack(">HH", 8, 8 * blocks) + b"\x01" + b"\x01\x11\x00"
@@ -228,15 +227,19 @@ def _jpg(name: str, seed: int) -> bytes:
     scan = bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8))
     return (
         b"\xff\xd8"
-        + segment(b"\xe0", b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
-        + segment(b"\xfe", comment)
-        + segment(b"\xdb", quant)
-        + segment(b"\xc0", frame)
-        + segment(b"\xc4", huffman)
-        + segment(b"\xda", scan_header)
+        + _segment(b"\xe0", b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
+        + _segment(b"\xfe", comment)
+        + _segment(b"\xdb", quant)
+        + _segment(b"\xc0", frame)
+        + _segment(b"\xc4", huffman)
+        + _segment(b"\xda", scan_header)
         + scan
         + b"\xff\xd9"
     )
+
+
+def _segment(marker: bytes, body: bytes) -> bytes:
+    return b"\xff" + marker + struct.pack(">H", len(body) + 2) + body
 
 
 def _wav(name: str, seed: int) -> bytes:

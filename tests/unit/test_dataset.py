@@ -184,7 +184,11 @@ def test_file_cache_fetches_once_under_concurrency(tmp_path):
 
     cache = FileCache(tmp_path, download)
     results: list[Path] = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get("reference_files/h/a b.pdf"))) for _ in range(8)]
+
+    def fetch() -> None:
+        results.append(cache.get("reference_files/h/a b.pdf"))
+
+    threads = [threading.Thread(target=fetch) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -206,3 +210,12 @@ def test_file_cache_never_leaves_a_partial_file(tmp_path):
     with pytest.raises(Absent):
         FileCache(tmp_path, absent).get("reference_files/h/x.pdf")
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_rows_naming_unsafe_reference_paths_are_refused_at_load(tmp_path):
+    table = sample_table()
+    refs = table.column("reference_files").to_pylist()
+    refs[0] = ["reference_files/../../etc/passwd"]
+    bad = table.set_column(4, "reference_files", pa.array(refs, pa.list_(pa.string())))
+    with pytest.raises(DatasetError, match="row 0: .*not a plain relative path"):
+        load(write_dataset(tmp_path / "d", bad), tmp_path)

@@ -30,7 +30,8 @@ def test_every_reference_named_by_the_rows_exists(standins):
     named = {path for paths in rows for path in paths}
     made = {p.relative_to(standins).as_posix() for p in (standins / "reference_files").rglob("*") if p.is_file()}
     assert made == named and len(named) == 50
-    assert (standins / "data/train-00000-of-00001.parquet").read_bytes() == (SAMPLE / "data/train-00000-of-00001.parquet").read_bytes()
+    parquet = "data/train-00000-of-00001.parquet"
+    assert (standins / parquet).read_bytes() == (SAMPLE / parquet).read_bytes()
     sizes = [p.stat().st_size for p in (standins / "reference_files").rglob("*.pdf")]
     assert len(set(sizes)) > 3
 

@@ -46,7 +46,9 @@ def check_single_package(storage: Storage) -> None:
     assert [r["task_id"] for r in rows] == ["t-ok", "t-fail", "t-retry", "t-half"]
     assert list(rows[0]) == list(SUBMISSION_COLUMNS)
     got = by_task(rows)
-    assert got["t-ok"]["deliverable_files"] == ["deliverable_files/t-ok/data/a b (1).csv", "deliverable_files/t-ok/report.md"]
+    assert got["t-ok"]["deliverable_files"] == [
+        "deliverable_files/t-ok/data/a b (1).csv", "deliverable_files/t-ok/report.md",
+    ]
     assert got["t-retry"]["deliverable_files"] == ["deliverable_files/t-retry/new.txt"]
     assert got["t-retry"]["deliverable_text"] == "second"
     for task in ("t-fail", "t-half"):
@@ -140,7 +142,8 @@ def test_listed_but_absent_deliverable_is_left_out_and_reported(tmp_path):
     runs.write_run(storage, RUN, [entry])
     runs.commit(storage, RUN, entry, 1, runs.succeeded(entry, 1, {"a.txt": b"", "gone.txt": b""}), {"a.txt": b"a"})
     info = build_submission(storage, RUN)
-    assert table(storage, f"{SUB}/data/train-00000-of-00001.parquet")[0]["deliverable_files"] == ["deliverable_files/t1/a.txt"]
+    row = table(storage, f"{SUB}/data/train-00000-of-00001.parquet")[0]
+    assert row["deliverable_files"] == ["deliverable_files/t1/a.txt"]
     assert any("gone.txt" in w for w in info.warnings)
 
 

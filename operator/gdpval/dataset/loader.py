@@ -49,13 +49,13 @@ class LoadedDataset:
 
     ref: DatasetRef
     tasks: list[Task]
-    _open: Callable[[str], Path] = field(repr=False)
+    opener: Callable[[str], Path] = field(repr=False)
 
     def fetch_reference(self, dataset_path: str) -> Path:
         """A local file for `reference_files/<hash>/<name>`; MissingReference when absent."""
         reference_path(dataset_path)
         try:
-            return self._open(dataset_path)
+            return self.opener(dataset_path)
         except Absent:
             owners = [t.task_id for t in self.tasks if dataset_path in t.reference_files]
             raise MissingReference(dataset_path, f"{self.ref.location}@{self.ref.revision}", owners) from None

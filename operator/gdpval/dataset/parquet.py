@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import BASE_COLUMNS, RUBRIC_COLUMNS, Task
+from gdpval.dataset.references import reference_path
 
 LIST_COLUMNS = ("reference_files", "reference_file_urls", "reference_file_hf_uris")
 TEXT_COLUMNS = ("task_id", "sector", "occupation", "prompt")
@@ -62,6 +63,11 @@ def _task(row: dict[str, Any], name: str, index: int) -> Task:
     where = f"{name} row {index}"
     values: dict[str, Any] = {col: _text(row.get(col), col, where, required=True) for col in TEXT_COLUMNS}
     values |= {col: _strings(row.get(col), col, where) for col in LIST_COLUMNS}
+    for path in values["reference_files"]:
+        try:
+            reference_path(path)
+        except DatasetError as exc:
+            raise DatasetError(f"{where}: {exc}") from None
     values["rubric_pretty"] = _text(row.get("rubric_pretty"), "rubric_pretty", where, required=False)
     values["rubric_json"] = _rubric_json(row.get("rubric_json"))
     return Task(**values)

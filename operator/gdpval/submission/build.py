@@ -95,6 +95,7 @@ class Committed(BaseModel):
     present: set[str]
 
 
+_FILES = "deliverable_files/"
 _ATTEMPT = re.compile(r"^(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
 
 
@@ -109,7 +110,7 @@ def committed_attempts(keys: list[str], run: str) -> dict[str, Committed]:
     chosen: dict[str, Committed] = {}
     for (sample, n), names in sorted(files.items()):
         if layout.RESULT in names:
-            present = {name.removeprefix("deliverable_files/") for name in names if name.startswith("deliverable_files/")}
+            present = {name.removeprefix(_FILES) for name in names if name.startswith(_FILES)}
             chosen[sample] = Committed(attempt=n, present=present)
     return chosen
 
@@ -148,9 +149,13 @@ def _load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry
         record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
         entries = load_manifest(storage.get_text(layout.manifest(run)))
     except NotFound as exc:
-        raise SubmissionError(f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name") from None
+        raise SubmissionError(
+            f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name"
+        ) from None
     except ValidationError as exc:
-        raise SubmissionError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
+        raise SubmissionError(
+            f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}"
+        ) from None
     return record, entries
 
 
