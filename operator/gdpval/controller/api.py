@@ -46,6 +46,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
+def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The full default object: the API server checks CEL rules against it before nested defaults apply."""
+    return _drop_empty(model().model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _drop_empty(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_empty(v) for k, v in value.items() if v not in ({}, [])}
+    return value
+
+
 class SecretKeyRef(_Model):
     """A key of a Secret in the run's namespace."""
 
@@ -183,7 +194,7 @@ class PodOverrides(_Model):
     priority_class_name: str | None = Field(default=None, max_length=253)
     runtime_class_name: str | None = Field(default=None, max_length=253, description="Applied to sample pods only (e.g. gVisor).")
     service_account_name: str | None = Field(default=None, max_length=253, description="Its token is never mounted.")
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": {}})
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": defaults_of(ResourcesSpec)})
 
 
 FAILURE_BUDGET_RULE = _cel(
@@ -196,20 +207,20 @@ class GdpvalRunSpec(_Model):
     """What to run; see the field descriptions."""
 
     model: ModelSpec = Field(json_schema_extra=immutable("spec.model"))
-    dataset: DatasetSpec = Field(default_factory=DatasetSpec, json_schema_extra={"default": {}, **immutable("spec.dataset")})
-    selection: SelectionSpec = Field(default_factory=SelectionSpec, json_schema_extra={"default": {}, **immutable("spec.selection")})
-    agent: AgentSpec = Field(default_factory=AgentSpec, json_schema_extra={"default": {}, **immutable("spec.agent")})
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec, json_schema_extra={"default": defaults_of(DatasetSpec), **immutable("spec.dataset")})
+    selection: SelectionSpec = Field(default_factory=SelectionSpec, json_schema_extra={"default": defaults_of(SelectionSpec), **immutable("spec.selection")})
+    agent: AgentSpec = Field(default_factory=AgentSpec, json_schema_extra={"default": defaults_of(AgentSpec), **immutable("spec.agent")})
     output: OutputSpec = Field(json_schema_extra=immutable("spec.output"))
-    images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": {}})
+    images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": defaults_of(ImagesSpec)})
     parallelism: int = Field(default=4, ge=1, le=10000, description="Sample pods running at once.")
-    samples: SamplePolicy = Field(default_factory=SamplePolicy, json_schema_extra={"default": {}})
+    samples: SamplePolicy = Field(default_factory=SamplePolicy, json_schema_extra={"default": defaults_of(SamplePolicy)})
     failure_budget: int | str = Field(
         default="10%", json_schema_extra={"x-kubernetes-validations": [FAILURE_BUDGET_RULE], "maxLength": 4},
         description="Failed samples (count or percentage of all samples) the run tolerates before it fails.",
     )
     deadline_seconds: int | None = Field(default=None, ge=60, description="Wall-clock limit of the whole run.")
     suspend: bool = Field(default=False, description="Stop starting pods; running ones finish. Unset to resume.")
-    pod: PodOverrides = Field(default_factory=PodOverrides, json_schema_extra={"default": {}})
+    pod: PodOverrides = Field(default_factory=PodOverrides, json_schema_extra={"default": defaults_of(PodOverrides)})
     cleanup_policy: CleanupPolicy = Field(
         default="Delete", description="Which finished pods and Jobs are deleted: Delete (all), KeepFailed, Keep. S3 artifacts are always kept."
     )

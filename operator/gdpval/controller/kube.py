@@ -85,14 +85,21 @@ class Kube:
                 return False
             raise
 
-    def read_ledger(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
-        """The ledger's data and resourceVersion, or None when it does not exist."""
+    def read_ledger(self, namespace: str, name: str, uid: str) -> tuple[dict[str, str], str] | None:
+        """The ledger's data and resourceVersion, or None when it does not exist.
+
+        A ledger owned by an earlier run of the same name is waited out until the garbage
+        collector removes it, so a recreated run never inherits stale state from it.
+        """
         try:
             cm = self.core.read_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        owners = {ref.uid for ref in cm.metadata.owner_references or []}
+        if uid not in owners:
+            raise Conflict(f"ledger {name} belongs to an earlier run of the same name; waiting for its removal")
         return dict(cm.data or {}), cm.metadata.resource_version
 
     # --- writes --------------------------------------------------------------------------------
@@ -110,7 +117,7 @@ class Kube:
         """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
         body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
         try:
-            cm = self.core.patch_namespaced_config_map(name, namespace, body)
+            cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json")
         except ApiException as exc:
             if exc.status in (404, 409):
                 raise Conflict(f"ledger {name} changed: {exc.reason}") from None

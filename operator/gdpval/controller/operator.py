@@ -45,7 +45,7 @@ from gdpval.controller.reconcile import (
     decide,
     needed_probes,
 )
-from gdpval.controller.status import blocked_status, build_status, status_patch, transition_notes
+from gdpval.controller.status import blocked_status, build_status, settled_status, status_patch, transition_notes
 from gdpval.storage import NotFound, StorageError
 
 log = logging.getLogger("gdpval.operator")
@@ -253,7 +253,7 @@ class Controller:
 
     def _load_ledger(self, ctx: RunContext, storage, now: float) -> tuple[Ledger, str]:
         name = n.ledger_name(ctx.name)
-        found = self.kube.read_ledger(ctx.namespace, name)
+        found = self.kube.read_ledger(ctx.namespace, name, ctx.uid)
         if found is not None:
             return decode(found[0]), found[1]
         ledger = s3io.rebuild_ledger(storage, ctx.name, now) if s3io.is_prepared(storage, ctx.name) else {}
@@ -301,7 +301,8 @@ class Controller:
         if ledger_version is not None and plan.ledger != obs.ledger:
             await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), ledger_version)
         await asyncio.to_thread(self._apply, worker, ctx, plan, obs.now)
-        status = build_status(obs, plan)
+        settled = obs.status.state in TERMINAL_STATES
+        status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
         await self._post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         await self._write_status(worker, status)
         self.metrics.observe_run(ctx.namespace, ctx.name, status.state, plan.tally)

@@ -135,6 +135,12 @@ def blocked_status(prev: GdpvalRunStatus, generation: int, reason: str, message:
     })
 
 
+def settled_status(prev: GdpvalRunStatus, generation: int) -> GdpvalRunStatus:
+    """A finished run's status never changes again, except to acknowledge a new generation."""
+    conditions = [c.model_copy(update={"observed_generation": generation}) for c in prev.conditions]
+    return prev.model_copy(update={"observed_generation": generation, "conditions": conditions})
+
+
 def transition_notes(prev: GdpvalRunStatus, new: GdpvalRunStatus) -> list[Note]:
     """Events for state changes, so `kubectl describe` tells the run's story."""
     if prev.state == new.state:
