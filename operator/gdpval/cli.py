@@ -277,6 +277,7 @@ def fake_model(
 
 
 def main() -> None:
+    os.environ.setdefault("TQDM_DISABLE", "1")  # modelscope draws a bar per file; ours is the progress
     logging.basicConfig(level=logging.WARNING, format="gdpval: %(levelname)s: %(message)s")
     try:
         app()

@@ -10,8 +10,8 @@ from pathlib import Path
 from gdpval.agent.client import make_client
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.runner.attempt import Attempt, SandboxView, run_attempt
-from gdpval.sample import SampleResult
+from gdpval.runner.attempt import Attempt, SandboxView, commit, failed_result, run_attempt
+from gdpval.sample import ErrorKind, SampleResult
 from gdpval.sandbox.client import SandboxClient
 from gdpval.storage import NotFound, Storage, layout
 
@@ -40,6 +40,8 @@ def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
     _, entries = load_run(storage, run)
     staged = []
     for ref in find_entry(entries, sample_id).references:
+        if not ref.key:
+            continue  # missing from the dataset: the agent records the sample as failed
         target = dest / ref.path.removeprefix("reference_files/")
         if not target.resolve().is_relative_to(dest.resolve()):
             raise GdpvalError(f"reference path {ref.path!r} escapes the staging folder")
@@ -56,6 +58,10 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     done = attempt.key(layout.RESULT)
     if storage.exists(done):
         return SampleResult.model_validate_json(storage.get_text(done))
+    missing = [ref.path for ref in attempt.entry.references if not ref.key]
+    if missing:
+        failure = failed_result(attempt, ErrorKind.missing_reference, f"reference files missing from the dataset: {', '.join(missing)}")
+        return commit(attempt, storage, failure, None, None)
     tools = SandboxClient(sandbox, os.environ.get("GDPVAL_SANDBOX_TOKEN", ""))
     tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
     refs = [f"{POD_REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from gdpval import __version__
-from gdpval.dataset.loader import LoadedDataset
+from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.dataset.selection import select
 from gdpval.errors import GdpvalError
 from gdpval.manifest import (
@@ -59,14 +59,21 @@ def plan(
 
 
 def mirror_references(storage: Storage, dataset: LoadedDataset, entries: list[ManifestEntry]) -> list[ManifestEntry]:
-    """Copy each needed reference file once into the shared, revision-keyed mirror (for pods)."""
+    """Copy each needed reference file once into the shared, revision-keyed mirror (for pods).
+
+    A reference missing from the dataset keeps an empty key: only its sample fails, not the run.
+    """
     root = layout.dataset_refs(dataset.ref.key)
     mirrored: list[ManifestEntry] = []
     for entry in entries:
         refs = []
         for ref in entry.references:
             key = f"{root}/{ref.path.removeprefix('reference_files/')}"
-            local = dataset.fetch_reference(ref.path)
+            try:
+                local = dataset.fetch_reference(ref.path)
+            except MissingReference:
+                refs.append(ReferenceFile(path=ref.path, key=""))
+                continue
             if not storage.exists(key):
                 storage.put_file(key, local)
             refs.append(ReferenceFile(path=ref.path, key=key, size=local.stat().st_size))

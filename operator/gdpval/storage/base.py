@@ -38,6 +38,10 @@ class Storage(ABC):
     def exists(self, key: str) -> bool: ...
 
     @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove one object; a missing one is not an error."""
+
+    @abstractmethod
     def list(self, prefix: str) -> Iterator[str]:
         """Keys under `prefix` (a folder, `/` implied), recursively, sorted."""
 

@@ -59,6 +59,9 @@ class LocalStorage(Storage):
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
     def list(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix)
         if not base.is_dir():

@@ -110,6 +110,12 @@ class S3Storage(Storage):
                 return False
             raise err from None
 
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail(exc, key) from None
+
     def list(self, prefix: str) -> Iterator[str]:
         full = self._key(prefix).rstrip("/") + "/"
         strip = len(self.prefix) + 1 if self.prefix else 0

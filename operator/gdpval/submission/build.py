@@ -3,7 +3,7 @@
 Only the Storage interface is used, so a local folder and S3 build the same objects. A sample's
 committed result is its highest `attempt-<n>` with a result.json (written last by the runner);
 attempts without one are ignored. Re-running rebuilds everything in place: every object is
-rewritten whole, and files a previous build left behind are removed when the backend can delete.
+rewritten whole, and files a previous build left behind are removed.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def build_submission(storage: Storage, run: str) -> SubmissionInfo:
     repeats = max([record.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
     builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"))
     packages = [builder.package([e for e in entries if e.sample.repeat == k], k, repeats) for k in range(repeats)]
-    warnings += _remove_stale(storage, layout.submission(run), builder.written)
+    _remove_stale(storage, layout.submission(run), builder.written)
     rows = [result_row(e, results.get(e.sample.sample_id)) for e in entries]
     storage.put_bytes(layout.results_parquet(run), _parquet(results_table(rows)))
     counts = _counts(entries, results)
@@ -282,12 +282,8 @@ def _put(storage: Storage, key: str, data: bytes, written: set[str]) -> None:
     written.add(key)
 
 
-def _remove_stale(storage: Storage, root: str, written: set[str]) -> list[str]:
-    """Delete objects under `root` this build did not write; report them if the backend cannot delete."""
-    stale = [key for key in storage.list(root) if key not in written]
-    delete = getattr(storage, "delete", None)
-    if delete is None:
-        return [f"stale file {key} from an earlier build remains: delete it by hand" for key in stale]
-    for key in stale:
-        delete(key)
-    return []
+def _remove_stale(storage: Storage, root: str, written: set[str]) -> None:
+    """Delete objects under `root` this build did not write, so a rebuild never mixes two builds."""
+    for key in storage.list(root):
+        if key not in written:
+            storage.delete(key)
