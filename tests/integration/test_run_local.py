@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,3 +174,53 @@ def test_bad_input_fails_early_with_one_line(case, fix, dataset, model, tmp_path
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fix.lower() in lines[0].lower(), done.stderr
     assert not list((tmp_path / "out").rglob("result.json"))
+
+
+def test_missing_reference_fails_only_its_sample(dataset, model, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(dataset, broken)
+    victim = next(p for p in sorted((broken / "reference_files").rglob("*")) if p.is_file())
+    victim.unlink()
+    done = gdpval(*run_args(broken, model.base_url, str(tmp_path / "out")))
+    assert done.returncode == 0, done.stderr
+    results = pq.read_table(tmp_path / "out/runs/t/results.parquet").to_pylist()
+    failed = [r for r in results if r["status"] != "succeeded"]
+    assert len(failed) == 1 and failed[0]["error_kind"] == "missing_reference"
+    assert victim.name in failed[0]["error"]
+    assert len(submission_rows(tmp_path / "out")) == 12
+
+
+@pytest.mark.parametrize(
+    "extra, kind",
+    [
+        (["--extra-body", '{"fake_faults": {"context_length": 1.0}}'], "context_length"),
+        (["--max-steps", "2"], "max_steps"),
+    ],
+)
+def test_model_side_endings_are_recorded(extra, kind, dataset, model, tmp_path):
+    done = gdpval(*run_args(dataset, model.base_url, str(tmp_path), "--task-id", "83d10b06-26d1-4636-a32c-23f92c57f30b", *extra))
+    assert done.returncode == 0, done.stderr
+    [result] = pq.read_table(tmp_path / "runs/t/results.parquet").to_pylist()
+    assert (result["status"], result["error_kind"]) == ("failed", kind)
+    transcript = next((tmp_path / "runs/t/samples").rglob("transcript.jsonl")).read_text()
+    assert f'"error_kind": "{kind}"' in transcript
+
+
+def test_sample_deadline_is_enforced(dataset, tmp_path):
+    with start_background(host="127.0.0.1", port=0, latency=1.5) as slow:
+        done = gdpval(*run_args(dataset, slow.base_url, str(tmp_path), "--limit", "1", "--sample-deadline", "2"))
+    assert done.returncode == 0, done.stderr
+    [result] = pq.read_table(tmp_path / "runs/t/results.parquet").to_pylist()
+    assert (result["status"], result["error_kind"]) == ("failed", "deadline")
+    assert result["duration_s"] < 10
+
+
+def test_submission_build_rebuilds_the_same_package(dataset, model, tmp_path):
+    assert gdpval(*run_args(dataset, model.base_url, str(tmp_path), "--limit", "3")).returncode == 0
+    before = submission_rows(tmp_path)
+    shutil.rmtree(tmp_path / "runs/t/submission")
+    done = gdpval("submission", "build", "--output", str(tmp_path), "--run-name", "t")
+    assert done.returncode == 0, done.stderr
+    assert submission_rows(tmp_path) == before
+    info = json.loads((tmp_path / "runs/t/submission/submission_info.json").read_text())
+    assert info["submission_ready"] == 1.0 and "grader" in json.dumps(info).lower()
