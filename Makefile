@@ -28,3 +28,12 @@ run: setup
 test:
 	hack/setup.sh --test
 	.venv/bin/pytest tests
+
+.PHONY: sandbox-libs
+# Optional, for real local runs: the document libraries models reach for, from Debian, so the
+# bubblewrap sandbox's /usr/bin/python3 can read and write xlsx, docx, pdf and images.
+sandbox-libs:
+	apt-get update -q
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-openpyxl \
+	  python3-docx python3-pandas python3-matplotlib python3-reportlab python3-fitz python3-pil \
+	  python3-xlrd poppler-utils ffmpeg
