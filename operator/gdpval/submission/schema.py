@@ -11,24 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from gdpval.dataset.models import BASE_COLUMNS, RUBRIC_COLUMNS
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult, SampleStatus
 
 STRINGS = pa.list_(pa.field("element", pa.string()))
 
-SUBMISSION_COLUMNS = (
-    "task_id",
-    "sector",
-    "occupation",
-    "prompt",
-    "reference_files",
-    "reference_file_urls",
-    "reference_file_hf_uris",
-    "rubric_pretty",
-    "rubric_json",
-    "deliverable_text",
-    "deliverable_files",
-)
+SUBMISSION_COLUMNS = (*BASE_COLUMNS, *RUBRIC_COLUMNS, "deliverable_text", "deliverable_files")
 _LIST_COLUMNS = {"reference_files", "reference_file_urls", "reference_file_hf_uris", "deliverable_files"}
 
 SUBMISSION_SCHEMA = pa.schema(
