@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handled event is noise
     run_operator(args.namespace, args.metrics_port or None, args.agent_image, args.sandbox_image)
 
 

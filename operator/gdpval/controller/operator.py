@@ -42,6 +42,7 @@ from gdpval.controller.reconcile import (
     Observed,
     Plan,
     Probe,
+    Tally,
     decide,
     needed_probes,
 )
@@ -88,6 +89,15 @@ class RunWorker:
         self.uid, self.samples, self.revision, self.written, self.network_policy = uid, None, None, None, False
         self.create_failures.clear()
         self.job_errors.clear()
+
+
+def tally_of(status: GdpvalRunStatus) -> Tally:
+    """Counts of a finished run, from its status (its ledger is no longer read)."""
+    s = status.samples
+    return Tally(
+        total=s.total, pending=s.pending, running=s.running, succeeded=s.succeeded, failed=s.failed, retried=s.retried,
+        input_tokens=status.tokens.input, output_tokens=status.tokens.output, api_errors=status.model_api_errors,
+    )
 
 
 def _status_of(body: Mapping[str, Any]) -> GdpvalRunStatus:
@@ -305,7 +315,7 @@ class Controller:
         status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
         await self._post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         await self._write_status(worker, status)
-        self.metrics.observe_run(ctx.namespace, ctx.name, status.state, plan.tally)
+        self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
         return plan.requeue_after(obs.now) if status.state not in TERMINAL_STATES else RESYNC_SECONDS
 
     def _apply(self, worker: RunWorker, ctx: RunContext, plan: Plan, now: float) -> None:
@@ -321,6 +331,7 @@ class Controller:
             refused = self.kube.create_pod(manifests.sample_pod(ctx, sample, attempt, secrets.token_urlsafe(32)))
             if refused:
                 worker.create_failures[sample] = (now, refused)
+                worker.wake.set()  # the next pass reports it in the Running condition
                 plan.notes.append(Note("CreateFailed", f"pod for {sample} attempt {attempt} refused: {refused}", warning=True))
             else:
                 worker.create_failures.pop(sample, None)
@@ -329,6 +340,7 @@ class Controller:
             refused = self.kube.create_job(builders[component](ctx))
             if refused:
                 worker.job_errors[component] = (now, refused)
+                worker.wake.set()
             else:
                 worker.job_errors.pop(component, None)
 
@@ -396,6 +408,11 @@ def build_registry(controller: Controller, metrics_port: int | None) -> kopf.Ope
     async def run_event(type: str | None, body: kopf.Body, gdpval_pods: kopf.Index, gdpval_jobs: kopf.Index, **_: Any) -> None:
         controller.pods_index, controller.jobs_index = gdpval_pods, gdpval_jobs
         controller.on_run(type, body)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """In-cluster service account or KUBECONFIG, the same way the kubernetes client finds them."""
+        return kopf.login_via_client(**kwargs)
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

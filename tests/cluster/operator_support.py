@@ -1,0 +1,165 @@
+"""Helpers for the operator's cluster tests: kubectl, the operator process, runs, S3 checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.paths import REPO_ROOT, cache_dir, versions
+
+CRD = REPO_ROOT / "crds" / "gdpval.io_gdpvalruns.yaml"
+SAMPLE = REPO_ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
+
+
+def kubectl_binary() -> str:
+    built = cache_dir() / "kubernetes" / versions()["K8S_VERSION"] / "bin" / "kubectl"
+    for candidate in (built, cache_dir() / "tools" / "bin" / "kubectl"):
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which("kubectl")
+    if not found:
+        raise RuntimeError("kubectl not found: bring the cluster up with hack/cluster.sh up")
+    return found
+
+
+def image_ref(name: str, fallback: str) -> str:
+    """The locally built image as hack/images.sh recorded it."""
+    ref = cache_dir() / "images" / "refs" / name
+    return ref.read_text().strip() if ref.is_file() else fallback
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Kube:
+    kubeconfig: str
+    namespace: str
+
+    def run(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = [kubectl_binary(), "--kubeconfig", self.kubeconfig, "-n", self.namespace, *args]
+        done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+        return done
+
+    def apply(self, obj: dict[str, Any], *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("apply", *extra, "-f", "-", input=yaml.safe_dump(obj), check=check)
+
+    def get(self, kind: str, name: str | None = None, selector: str | None = None) -> Any:
+        args = ["get", kind, *([name] if name else []), "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        done = self.run(*args, check=False)
+        if done.returncode != 0:
+            return None
+        return json.loads(done.stdout)
+
+    def run_status(self, name: str) -> dict[str, Any]:
+        obj = self.get("gdpvalrun", name)
+        return (obj or {}).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        return next((c for c in self.run_status(name).get("conditions", []) if c["type"] == type_), {})
+
+    def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.5) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@dataclass
+class OperatorProcess:
+    """The operator as a separate process, so a test can SIGKILL it and start it again."""
+
+    kubeconfig: str
+    namespace: str
+    agent_image: str
+    sandbox_image: str
+    log_dir: Path
+    metrics_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    starts: int = 0
+
+    def start(self) -> "OperatorProcess":
+        self.starts += 1
+        log = open(self.log_dir / f"operator-{self.starts}.log", "w")
+        cmd = [
+            sys.executable, "-m", "gdpval.controller", "--namespace", self.namespace,
+            "--metrics-port", str(self.metrics_port),
+            "--agent-image", self.agent_image, "--sandbox-image", self.sandbox_image,
+        ]
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup handler runs, exactly like a crashed or evicted operator."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.log_dir.glob("operator-*.log")))
+
+
+def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, output: str, endpoint: str,
+                 images: tuple[str, str], **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": {"name": "scripted", "baseURL": model_url},
+        "dataset": {"source": "s3", "id": dataset},
+        "output": {"url": output, "endpoint": endpoint, "region": "us-east-1", "credentialsSecret": {"name": "s3-credentials"}},
+        "images": {"agent": images[0], "sandbox": images[1], "pullPolicy": "Never"},
+        "parallelism": 4,
+        "samples": {"retries": 1, "backoffSeconds": 1, "deadlineSeconds": 900, "pendingTimeoutSeconds": 300},
+    }
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(body.get(key), dict):
+            body[key] = {**body[key], **value}
+        else:
+            body[key] = value
+    return {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun", "metadata": {"name": name, "namespace": namespace}, "spec": body}
+
+
+def result_keys(client, bucket: str, prefix: str, run: str) -> dict[str, list[int]]:
+    """Committed attempts per sample, from the result.json markers in S3."""
+    out: dict[str, list[int]] = {}
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/runs/{run}/samples/"):
+        for obj in page.get("Contents", ()):
+            parts = obj["Key"].split("/")
+            if parts[-1] == "result.json":
+                out.setdefault(parts[-3], []).append(int(parts[-2].removeprefix("attempt-")))
+    return out
+
+
+def upload_tree(client, bucket: str, prefix: str, root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")

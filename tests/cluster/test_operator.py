@@ -1,0 +1,230 @@
+"""The operator on the real local cluster: GdpvalRuns over the 12-task sample, end to end.
+
+The operator runs as a separate process (SIGKILL-able), pods use the locally built images, the
+model is the scripted fake model and storage is MinIO, both on the node address. The namespace
+enforces the `restricted` Pod Security Standard, so every pod the operator makes is checked.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from gdpval.fakemodel.server import start_background
+from operator_support import CRD, SAMPLE, Kube, OperatorProcess, image_ref, result_keys, run_manifest, upload_tree
+from support.standins import make_standin_dataset
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+RUN_TIMEOUT = 600
+AGENT_IMAGE = image_ref("operator", "localhost/gdpval-operator:dev")
+SANDBOX_IMAGE = image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
+TASKS = 12
+
+
+@pytest.fixture(scope="module")
+def env(cluster, cluster_s3, tmp_path_factory):
+    """A restricted namespace with the CRD, S3 credentials, the dataset in MinIO and the operator."""
+    namespace = f"gdpval-op-{secrets.token_hex(3)}"
+    kube = Kube(str(cluster.kubeconfig), namespace)
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    kube.run("create", "secret", "generic", "s3-credentials",
+             f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
+             f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
+    bucket = cluster_s3.make_bucket()
+    client = cluster_s3.client()
+    upload_tree(client, bucket, "dataset", make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset")))
+    operator = OperatorProcess(str(cluster.kubeconfig), namespace, AGENT_IMAGE, SANDBOX_IMAGE, tmp_path_factory.mktemp("operator")).start()
+    with start_background(host=cluster.node_ip, port=0) as model:
+        yield Env(kube, operator, bucket, client, cluster_s3.endpoint_url, model.base_url, cluster.node_ip)
+    operator.stop()
+    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+class Env:
+    def __init__(self, kube: Kube, operator: OperatorProcess, bucket: str, client, endpoint: str, model_url: str, node_ip: str):
+        self.kube, self.operator, self.bucket, self.client = kube, operator, bucket, client
+        self.endpoint, self.model_url, self.node_ip = endpoint, model_url, node_ip
+
+    def manifest(self, name: str, model_url: str | None = None, **spec):
+        return run_manifest(
+            name, self.kube.namespace, model_url=model_url or self.model_url, dataset=f"s3://{self.bucket}/dataset",
+            output=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=(AGENT_IMAGE, SANDBOX_IMAGE), **spec,
+        )
+
+    def submit(self, name: str, **spec) -> str:
+        self.kube.apply(self.manifest(name, **spec))
+        return name
+
+    def wait_condition(self, name: str, condition: str, timeout: float = RUN_TIMEOUT) -> None:
+        done = self.kube.run("wait", f"--for=condition={condition}", f"gdpvalrun/{name}", f"--timeout={int(timeout)}s",
+                             check=False, timeout=timeout + 30)
+        if done.returncode != 0:
+            status = self.kube.run_status(name)
+            raise AssertionError(f"{name} not {condition}: {status}\n--- operator log tail ---\n{self.operator.logs()[-4000:]}")
+
+    def submission_rows(self, run: str) -> list[dict]:
+        body = self.client.get_object(Bucket=self.bucket, Key=f"out/runs/{run}/submission/data/train-00000-of-00001.parquet")["Body"].read()
+        return pq.read_table(io.BytesIO(body)).to_pylist()
+
+    def sample_pods(self, run: str) -> list[dict]:
+        listed = self.kube.get("pods", selector=f"gdpval.io/run={run},app.kubernetes.io/component=sample") or {}
+        return listed.get("items", [])
+
+    def assert_complete_submission(self, run: str) -> None:
+        rows = self.submission_rows(run)
+        task_ids = [r["task_id"] for r in rows]
+        assert len(rows) == TASKS and len(set(task_ids)) == TASKS, task_ids
+        assert all(r["deliverable_files"] for r in rows)
+        committed = result_keys(self.client, self.bucket, "out", run)
+        assert len(committed) == TASKS and all(len(a) == 1 for a in committed.values()), committed
+
+
+def test_run_reaches_succeeded_and_shows_progress(env):
+    name = env.submit("happy")
+    seen = env.kube.wait_for(lambda: "/12" in env.kube.run("get", "gdpvalruns", check=False).stdout and
+                             env.kube.run("get", "gdpvalruns", check=False).stdout, 180, "progress column")
+    assert "PROGRESS" in seen and "STATE" in seen
+    env.wait_condition(name, "Succeeded")
+    status = env.kube.run_status(name)
+    assert status["state"] == "Succeeded" and status["progress"] == "12/12"
+    assert status["samples"]["succeeded"] == TASKS and status["samples"]["failed"] == 0
+    assert status["submissionURI"].endswith(f"/out/runs/{name}/submission") and status["submissionReadyRate"] == 1.0
+    assert status["datasetRevision"] and status["tokens"]["input"] > 0 and status["observedGeneration"] >= 1
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+    env.assert_complete_submission(name)
+    env.kube.wait_for(lambda: not env.sample_pods(name), 60, "sample pods deleted after commit")
+    events = env.kube.run("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "name").stdout
+    assert events.strip()
+
+
+def test_operator_sigkill_at_three_points(env):
+    """Killed during prepare, mid-samples and during assembly; each restart picks the run up."""
+    with start_background(host=env.node_ip, port=0, latency=0.4) as slow:
+        name = env.submit("crashy", model_url=slow.base_url, parallelism=3)
+        kube = env.kube
+        kube.wait_for(lambda: kube.get("jobs", selector=f"gdpval.io/run={name},app.kubernetes.io/component=prepare")["items"], 60, "prepare Job", 0.1)
+        env.operator.kill()
+        time.sleep(3)
+        env.operator.start()
+        kube.wait_for(lambda: int((kube.run_status(name).get("progress") or "0/").split("/")[0] or 0) >= 3, RUN_TIMEOUT, "3 samples done")
+        env.operator.kill()
+        time.sleep(8)  # pods go on finishing while the operator is down
+        env.operator.start()
+        kube.wait_for(lambda: kube.get("jobs", selector=f"gdpval.io/run={name},app.kubernetes.io/component=assemble")["items"], RUN_TIMEOUT, "assemble Job", 0.1)
+        env.operator.kill()
+        time.sleep(2)
+        env.operator.start()
+        env.wait_condition(name, "Succeeded")
+    env.assert_complete_submission(name)
+    env.kube.wait_for(lambda: not env.sample_pods(name), 60, "no pod left behind")
+    for pod in (kube.get("pods") or {}).get("items", []):
+        assert pod["metadata"].get("ownerReferences"), f"orphan pod {pod['metadata']['name']}"
+
+
+def test_deleted_sample_pod_is_retried(env):
+    name = env.submit("deleted", parallelism=2)
+    kube = env.kube
+    victim = kube.wait_for(
+        lambda: next((p["metadata"]["name"] for p in env.sample_pods(name) if p.get("status", {}).get("phase") == "Running"), None),
+        RUN_TIMEOUT, "a running sample pod", 0.2,
+    )
+    kube.run("delete", "pod", victim, "--wait=false")
+    env.wait_condition(name, "Succeeded")
+    status = kube.run_status(name)
+    assert status["samples"]["retried"] >= 1 and status["samples"]["succeeded"] == TASKS
+    rows = env.submission_rows(name)
+    assert sorted(r["task_id"] for r in rows) == sorted(set(r["task_id"] for r in rows)) and len(rows) == TASKS
+
+
+def test_model_faults_exhaust_retries_and_the_budget(env):
+    """Every request fails with context_length: each sample fails twice, the budget of 2 is exceeded."""
+    faults = {"extraBody": {"fake_faults": {"context_length": 1.0}}}
+    name = env.submit("faulty", model={"name": "scripted", "baseURL": env.model_url, **faults}, failureBudget=2, parallelism=3)
+    env.wait_condition(name, "Failed")
+    status = env.kube.run_status(name)
+    failed = {c["type"]: c for c in status["conditions"]}["Failed"]
+    assert failed["reason"] == "FailureBudgetExceeded" and "context_length" in failed["message"] and "budget of 2" in failed["message"]
+    assert status["samples"]["failed"] >= 3 and status["samples"]["retried"] >= 3
+    committed = result_keys(env.client, env.bucket, "out", name)
+    assert committed and all(sorted(a) in ([1], [1, 2]) for a in committed.values()), committed
+    env.kube.wait_for(lambda: not [p for p in env.sample_pods(name) if p["status"].get("phase") in ("Pending", "Running")], 120, "live pods stopped")
+
+
+def test_suspend_and_parallelism_changes_apply(env):
+    name = env.submit("paused", suspend=True)
+    kube = env.kube
+    kube.wait_for(lambda: kube.condition(name, "Suspended").get("status") == "True", 60, "Suspended condition")
+    kube.wait_for(lambda: kube.run_status(name).get("state") == "Suspended" or None, 60, "suspended state")
+    assert not env.sample_pods(name)
+    kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"suspend":false,"parallelism":6}}')
+    kube.wait_for(lambda: len(env.sample_pods(name)) > 4, 120, "more than 4 pods with parallelism 6", 0.3)
+    env.wait_condition(name, "Succeeded")
+
+
+INVALID = [
+    ("missing model", lambda m: m["spec"].pop("model"), "spec.model: Required value"),
+    ("zero parallelism", lambda m: m["spec"].update(parallelism=0), "spec.parallelism"),
+    ("negative parallelism", lambda m: m["spec"].update(parallelism=-3), "should be greater than or equal to 1"),
+    ("bad s3 url", lambda m: m["spec"]["output"].update(url="https://bucket/prefix"), "output.url must look like s3://bucket/prefix"),
+    ("missing output", lambda m: m["spec"].pop("output"), "spec.output: Required value"),
+    ("s3 dataset without s3 id", lambda m: m["spec"]["dataset"].update(id="openai/gdpval"), "dataset.id must be an s3://bucket/prefix"),
+    ("budget over 100%", lambda m: m["spec"].update(failureBudget="150%"), "failureBudget must be a count"),
+    ("zero repeats", lambda m: m["spec"].update(selection={"repeats": 0}), "spec.selection.repeats"),
+    ("temperature too high", lambda m: m["spec"]["model"].update(temperature=5), "spec.model.temperature"),
+    ("unknown pull policy", lambda m: m["spec"]["images"].update(pullPolicy="Sometimes"), "Unsupported value"),
+    ("name too long", lambda m: m["metadata"].update(name="r" * 64), "at most 63 characters"),
+    ("model URL not http", lambda m: m["spec"]["model"].update(baseURL="ftp://host/v1"), "must be an http"),
+    ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
+    ("sample deadline too short", lambda m: m["spec"]["samples"].update(deadlineSeconds=5), "spec.samples.deadlineSeconds"),
+]
+
+
+@pytest.mark.parametrize("case,mutate,message", INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_specs_are_rejected_by_the_api_server(env, case, mutate, message):
+    manifest = env.manifest("invalid")
+    mutate(manifest)
+    done = env.kube.apply(manifest, "--dry-run=server", check=False)
+    assert done.returncode != 0, f"{case} was accepted"
+    assert message in done.stderr, done.stderr
+
+
+def test_pinned_fields_are_immutable(env):
+    name = env.submit("pinned", suspend=True)
+    done = env.kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"model":{"name":"other"}}}', check=False)
+    assert done.returncode != 0 and "spec.model is immutable" in done.stderr
+    done = env.kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"selection":{"limit":2}}}', check=False)
+    assert done.returncode != 0 and "spec.selection is immutable" in done.stderr
+    env.kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"parallelism":2,"failureBudget":"50%"}}')
+    env.kube.run("delete", "gdpvalrun", name, "--wait=true", timeout=60)
+
+
+@pytest.mark.parametrize("secret,reason,hint", [
+    ({"output": {"credentialsSecret": {"name": "no-such-secret"}}}, "SecretNotFound", "no-such-secret"),
+    ({"model": {"name": "scripted", "apiKeySecretRef": {"name": "s3-credentials", "key": "api-key"}}}, "SecretKeyNotFound", "api-key"),
+])
+def test_missing_secrets_are_reported_in_conditions(env, secret, reason, hint):
+    name = f"nosecret-{reason.lower()}"
+    manifest = env.manifest(name)
+    for key, value in secret.items():
+        manifest["spec"][key] = {**manifest["spec"][key], **value}
+    env.kube.apply(manifest)
+    ready = env.kube.wait_for(lambda: env.kube.condition(name, "Ready").get("reason") == reason and env.kube.condition(name, "Ready"), 60, reason)
+    assert hint in ready["message"] and ready["status"] == "False"
+    assert env.kube.run_status(name)["state"] == "Blocked"
+    assert not (env.kube.get("jobs", selector=f"gdpval.io/run={name}") or {}).get("items")
+    env.kube.run("delete", "gdpvalrun", name, "--wait=true", timeout=60)
+
+
+def test_metrics_endpoint(env):
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{env.operator.metrics_port}/metrics", timeout=5).read().decode()
+    assert "gdpval_reconcile_duration_seconds_count" in text and "gdpval_samples{" in text
