@@ -64,6 +64,17 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
+{{/* The default sandbox image; its tag defaults to "full-" + appVersion (images/sandbox/Dockerfile). */}}
+{{- define "gdpval.sandboxImage" -}}
+{{- with .Values.sandboxImage }}
+{{- if .digest }}
+{{- printf "%s@%s" .repository .digest }}
+{{- else }}
+{{- printf "%s:%s" .repository (default (printf "full-%s" $.Chart.AppVersion) .tag) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/*
 Namespaces the operator watches, as a JSON list (empty when cluster-wide): the explicit list, or
 the release namespace. RBAC and the operator's flags are both rendered from this one list.
@@ -78,33 +89,47 @@ the release namespace. RBAC and the operator's flags are both rendered from this
 {{- end }}
 {{- end }}
 
-{{/* Rules the operator needs on its own objects, in every namespace it watches. */}}
+{{/*
+Rules the operator needs in every namespace it watches: exactly the calls it makes (see
+operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
+*/}}
 {{- define "gdpval.operatorRules" -}}
+# kopf lists and watches runs; the operator writes only their status (it adds no finalizer).
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["get", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# The run's ledger.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "create", "patch"]
+# The no-network policy of runs with spec.agent.network=false.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
-# Read by name only, to report a missing Secret as a condition; the values are never read into status.
+  verbs: ["get", "create"]
+# Read by name: a missing API-key Secret becomes a condition; the S3 credentials are used by the
+# operator itself to read commit markers. Never listed or watched.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-- apiGroups: ["", "events.k8s.io"]
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
+{{- end }}
+
+{{/* Read-only discovery: kopf notices the CRD being (re)installed without a restart. */}}
+{{- define "gdpval.discoveryRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
 
 {{/* Selector labels as a label-selector string, k=v,k=v (keys sorted). */}}

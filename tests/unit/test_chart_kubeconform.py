@@ -1,0 +1,199 @@
+"""`helm template` output, examples/ and the health-check samples pass `kubeconform -strict`.
+
+No schema registry is reachable here, so the schemas are made locally:
+- built-in kinds from the OpenAPI document of the Kubernetes release the project pins
+  (hack/versions.sh K8S_VERSION), taken from the k8s.io/kubernetes Go module;
+- GdpvalRun from the chart's CRD, so custom resources are checked against what the API server
+  enforces (CEL rules aside).
+Both are made "strict" the way kubeconform's own strict schemas are: objects with known
+properties refuse unknown ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_chart import CHART, VARIANTS, render_text, require_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+HEALTH_SAMPLES = ROOT / "gitops" / "testdata" / "health"
+# Kinds whose schema lives in another project's CRD; checked by the chart tests instead.
+FOREIGN_KINDS = {"ServiceMonitor", "Application"}
+
+
+def kubernetes_version() -> str:
+    versions = (ROOT / "hack" / "versions.sh").read_text()
+    return re.search(r"^K8S_VERSION=(\S+)", versions, flags=re.M).group(1)
+
+
+def swagger_path(version: str) -> Path:
+    go = require_tool("go")
+    proc = subprocess.run(
+        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return Path(json.loads(proc.stdout)["Dir"]) / "api" / "openapi-spec" / "swagger.json"
+
+
+def kind_suffix(api_version: str) -> str:
+    """kubeconform's file naming: apps/v1 -> -apps-v1, v1 -> -v1, gdpval.io/v1alpha1 -> -gdpval-v1alpha1."""
+    group, _, version = api_version.rpartition("/")
+    if not group:
+        return f"-{version.lower()}"
+    return f"-{group.split('.')[0].lower()}-{version.lower()}"
+
+
+def _strict(schema: Any) -> Any:
+    """Refuse unknown properties wherever properties are listed, as kubeconform's strict schemas do.
+
+    Walks schema keywords only: a property may well be called `format` or `nullable`.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in ("properties", "definitions", "patternProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = {name: _strict(sub) for name, sub in out[key].items()}
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(out.get(key), dict):
+            out[key] = _strict(out[key])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [_strict(sub) for sub in out[key]]
+    if out.get("format") == "int-or-string" or out.pop("x-kubernetes-int-or-string", False):
+        out.pop("type", None)
+        out.pop("format", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if out.pop("nullable", False) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    if "properties" in out and "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"].rsplit("/", 1)[-1]} if isinstance(node.get("$ref"), str) else set()
+        for value in node.values():
+            found |= _refs(value)
+        return found
+    if isinstance(node, list):
+        return set().union(*(_refs(n) for n in node)) if node else set()
+    return set()
+
+
+def builtin_schemas(swagger: dict, wanted: set[tuple[str, str]], out: Path) -> set[tuple[str, str]]:
+    """Write one standalone schema per wanted (apiVersion, kind); return the ones found."""
+    definitions = swagger["definitions"]
+    # Quantities are written as numbers too (cpu: 1); the API server accepts both.
+    definitions = {**definitions, "io.k8s.apimachinery.pkg.api.resource.Quantity": {"anyOf": [{"type": "string"}, {"type": "number"}]}}
+    found = set()
+    for name, schema in definitions.items():
+        for gvk in schema.get("x-kubernetes-group-version-kind", []):
+            api_version = f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]
+            if (api_version, gvk["kind"]) not in wanted:
+                continue
+            closure, todo = {}, [name]
+            while todo:
+                ref = todo.pop()
+                if ref not in closure:
+                    closure[ref] = definitions[ref]
+                    todo += _refs(definitions[ref])
+            doc = copy.deepcopy(definitions[name])
+            doc["definitions"] = {k: copy.deepcopy(v) for k, v in closure.items()}
+            (out / f"{gvk['kind'].lower()}{kind_suffix(api_version)}.json").write_text(json.dumps(_strict(doc)))
+            found.add((api_version, gvk["kind"]))
+    return found
+
+
+def crd_schemas(crd: dict, out: Path) -> set[tuple[str, str]]:
+    found = set()
+    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    for version in crd["spec"]["versions"]:
+        schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+        schema["properties"]["apiVersion"] = {"type": "string", "enum": [f"{group}/{version['name']}"]}
+        schema["properties"]["kind"] = {"type": "string", "enum": [kind]}
+        (out / f"{kind.lower()}{kind_suffix(group + '/' + version['name'])}.json").write_text(json.dumps(_strict(schema)))
+        found.add((f"{group}/{version['name']}", kind))
+    return found
+
+
+def documents(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def input_names() -> list[str]:
+    """Everything validated here: every rendered variant, the examples, the health samples."""
+    files = sorted(EXAMPLES.glob("*.yaml")) + sorted(p for p in HEALTH_SAMPLES.glob("*.yaml") if p.name != "expected.yaml")
+    return [f"chart[{name}]" for name in sorted(VARIANTS)] + [str(p.relative_to(ROOT)) for p in files]
+
+
+def input_text(name: str) -> str:
+    if name.startswith("chart["):
+        return render_text(VARIANTS[name[len("chart["):-1]])
+    return (ROOT / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def schemas(tmp_path_factory) -> Path:
+    require_tool("kubeconform")
+    out = tmp_path_factory.mktemp("kubeconform-schemas")
+    wanted = {(d["apiVersion"], d["kind"]) for name in input_names() for d in documents(input_text(name))}
+    wanted = {w for w in wanted if w[1] not in FOREIGN_KINDS}
+    crd = yaml.safe_load(next((CHART / "files" / "crds").glob("*.yaml")).read_text())
+    found = crd_schemas(crd, out)
+    swagger = json.loads(swagger_path(kubernetes_version()).read_text())
+    found |= builtin_schemas(swagger, wanted - found, out)
+    assert wanted <= found, f"no schema for {sorted(wanted - found)}"
+    return out
+
+
+def kubeconform(schemas: Path, text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            require_tool("kubeconform"), "-strict", "-summary", "-output", "text",
+            "-schema-location", f"{schemas}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
+            "-skip", ",".join(sorted(FOREIGN_KINDS)),
+        ],
+        input=text, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.mark.parametrize("name", input_names())
+def test_kubeconform_strict(schemas: Path, name: str) -> None:
+    text = input_text(name)
+    proc = kubeconform(schemas, text)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    valid = int(re.search(r"Valid: (\d+)", proc.stdout).group(1))
+    checked = [d for d in documents(text) if d["kind"] not in FOREIGN_KINDS]
+    assert valid == len(checked), proc.stdout
+
+
+def test_strict_schemas_catch_mistakes(schemas: Path) -> None:
+    """The generated schemas are not permissive: typos and wrong types fail."""
+    deployment = next(d for d in documents(render_text()) if d["kind"] == "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    assert kubeconform(schemas, yaml.safe_dump(deployment)).returncode != 0
+    run = yaml.safe_load((HEALTH_SAMPLES / "running.yaml").read_text())
+    run["spec"]["parallelism"] = "four"
+    assert kubeconform(schemas, yaml.safe_dump(run)).returncode != 0
+    run = yaml.safe_load((HEALTH_SAMPLES / "running.yaml").read_text())
+    run["spec"]["modle"] = {"name": "x"}
+    assert kubeconform(schemas, yaml.safe_dump(run)).returncode != 0
+
+
+def test_kind_suffix_matches_kubeconform() -> None:
+    assert kind_suffix("v1") == "-v1"
+    assert kind_suffix("apps/v1") == "-apps-v1"
+    assert kind_suffix("rbac.authorization.k8s.io/v1") == "-rbac-v1"
+    assert kind_suffix("gdpval.io/v1alpha1") == "-gdpval-v1alpha1"
