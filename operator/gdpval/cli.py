@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -61,7 +62,7 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any]:
     return value
 
 
-def _settings(p: dict[str, Any]):
+def _settings(p: dict[str, Any], limits: dict[str, int | None]):
     from gdpval.manifest import AgentSettings, ModelSettings, Selection
 
     selection = Selection(
@@ -83,12 +84,12 @@ def _settings(p: dict[str, Any]):
         command_timeout=p["command_timeout"],
         sample_deadline=p["sample_deadline"],
         network=p["network"],
-        **{k: v for k, v in (("max_deliverable_bytes", p.get("max_deliverable_bytes")), ("max_deliverable_files", p.get("max_deliverable_files"))) if v},
+        **{name: value for name, value in limits.items() if value},
     )
     return selection, model, agent
 
 
-def _plan(storage, params: dict[str, Any]):
+def _plan(storage, run_name: str, params: dict[str, Any], limits: dict[str, int | None]):
     """Load the dataset (pinned to the run's revision on resume) and choose the samples."""
     from gdpval.dataset.loader import load_dataset
     from gdpval.manifest import RunRecord
@@ -97,21 +98,19 @@ def _plan(storage, params: dict[str, Any]):
 
     revision = params["revision"]
     try:
-        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(params["run_name"])))
+        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(run_name)))
         revision = revision or stored.dataset.revision
     except NotFound:
         pass
     dataset = load_dataset(params["dataset"], revision=revision, split=params["split"], cache_dir=params["cache_dir"])
-    selection, model, agent = _settings(params)
-    record, entries = plan(params["run_name"], dataset, params["split"], selection, model, agent)
+    selection, model, agent = _settings(params, limits)
+    record, entries = plan(run_name, dataset, params["split"], selection, model, agent)
     return dataset, record, entries
 
 
-@app.command()
-def run(
+def _plan_options(
+    *,
     model: Model,
-    output: Output = "./gdpval-output",
-    run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: from the model name); re-using it resumes.")] = None,
     dataset: Dataset = DEFAULT_DATASET,
     revision: Revision = None,
     split: Split = "train",
@@ -119,22 +118,42 @@ def run(
     temperature: Temperature = None,
     max_tokens: MaxTokens = None,
     extra_body: ExtraBody = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Samples running at once.")] = 4,
     max_steps: MaxSteps = 250,
     command_timeout: CommandTimeout = 180.0,
     sample_deadline: SampleDeadline = None,
     network: Network = False,
-    isolation: Annotated[str, typer.Option(help="Sandbox isolation: auto, bwrap or none.")] = "auto",
     limit: Limit = None,
     task_id: TaskIds = None,
     sector: Sectors = None,
     occupation: Occupations = None,
     repeats: Repeats = 1,
+    cache_dir: CacheDir = DEFAULT_CACHE,
+) -> None:
+    """The dataset, selection, model and agent options of `run` and `prepare`, declared once."""
+
+
+def plan_options(command):
+    """Append _plan_options' parameters to a command; they reach it through **options."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shared = list(inspect.signature(_plan_options, eval_str=True).parameters.values())
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own + shared]
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+@app.command()
+@plan_options
+def run(
+    output: Output = "./gdpval-output",
+    run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: from the model name); re-using it resumes.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Samples running at once.")] = 4,
+    isolation: Annotated[str, typer.Option(help="Sandbox isolation: auto, bwrap or none.")] = "auto",
     retry_failed: Annotated[bool, typer.Option(help="On resume, also run again samples whose result is a failure.")] = False,
     max_deliverable_mb: Annotated[Optional[int], typer.Option(min=1, help="Largest deliverable file kept, in MiB.")] = None,
     max_deliverable_files: Annotated[Optional[int], typer.Option(min=1, help="Most deliverable files kept per sample.")] = None,
-    cache_dir: CacheDir = DEFAULT_CACHE,
     preflight: Annotated[bool, typer.Option(help="Check the model endpoint before starting.")] = True,
+    **options: Any,
 ) -> None:
     """Run GDPval samples in local sandboxes and build the submission."""
     from gdpval.agent.client import make_client
@@ -142,22 +161,21 @@ def run(
     from gdpval.runner.local import LocalOptions, LocalRunner, pending
     from gdpval.runner.prepare import save_or_resume
     from gdpval.runner.progress import Progress, Tally
-    from gdpval.storage import open_storage, layout
+    from gdpval.storage import layout, open_storage
     from gdpval.submission.build import build_submission
 
-    params = dict(locals())
-    params["run_name"] = run_name = run_name or slug(model)
-    params["max_deliverable_bytes"] = max_deliverable_mb * 1024 * 1024 if max_deliverable_mb else None
     if isolation not in ("auto", "bwrap", "none"):
         raise GdpvalError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    run_name = run_name or slug(options["model"])
+    limits = {"max_deliverable_bytes": max_deliverable_mb and max_deliverable_mb * 1024 * 1024, "max_deliverable_files": max_deliverable_files}
     storage = open_storage(output)
     storage.check()
-    client = make_client(base_url)
-    loaded, record, entries = _plan(storage, params)
+    client = make_client(options["base_url"])
+    loaded, record, entries = _plan(storage, run_name, options, limits)
     if preflight:
-        check_endpoint(client, model)
+        check_endpoint(client, options["model"])
     record, entries, _ = save_or_resume(storage, record, entries)
-    todo = pending(entries, list(storage.list(layout.sample_root(run_name, "").rstrip("/"))), retry_failed, storage, run_name)
+    todo = pending(entries, list(storage.list(layout.samples(run_name))), retry_failed, storage, run_name)
     out = Console(soft_wrap=True)
     out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
@@ -165,49 +183,23 @@ def run(
         runner = LocalRunner(storage, record, loaded, client, LocalOptions(concurrency, isolation, retry_failed), progress.event)
         runner.run(todo)
     info = build_submission(storage, run_name)
-    out.print(f"submission: {info.uri}  ({_summary(info)})", highlight=False)
+    counts = ", ".join(f"{name} {value}" for name, value in info.counts.model_dump().items())
+    out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f})", highlight=False)
     if tally.crashed:
         err.print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
         raise typer.Exit(3)
 
 
-def _summary(info) -> str:
-    data = info.model_dump() if hasattr(info, "model_dump") else dict(info)
-    counts = data.get("counts", data)
-    return ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int | float))
-
-
 @app.command()
-def prepare(
-    run_name: RunName,
-    output: Output,
-    model: Model,
-    dataset: Dataset = DEFAULT_DATASET,
-    revision: Revision = None,
-    split: Split = "train",
-    base_url: BaseUrl = None,
-    temperature: Temperature = None,
-    max_tokens: MaxTokens = None,
-    extra_body: ExtraBody = None,
-    max_steps: MaxSteps = 250,
-    command_timeout: CommandTimeout = 180.0,
-    sample_deadline: SampleDeadline = None,
-    network: Network = False,
-    limit: Limit = None,
-    task_id: TaskIds = None,
-    sector: Sectors = None,
-    occupation: Occupations = None,
-    repeats: Repeats = 1,
-    cache_dir: CacheDir = DEFAULT_CACHE,
-) -> None:
+@plan_options
+def prepare(run_name: RunName, output: Output, **options: Any) -> None:
     """Pin the dataset, choose samples, mirror references and write the manifest (the prepare Job)."""
-    from gdpval.storage import open_storage
-
     from gdpval.runner.prepare import mirror_references, save_or_resume
+    from gdpval.storage import open_storage
 
     storage = open_storage(output)
     storage.check()
-    loaded, record, entries = _plan(storage, dict(locals()))
+    loaded, record, entries = _plan(storage, run_name, options, {})
     record, entries, resumed = save_or_resume(storage, record, mirror_references(storage, loaded, entries))
     print(json.dumps({"run": record.run_name, "samples": len(entries), "revision": record.dataset.revision, "resumed": resumed}))
 
@@ -249,8 +241,7 @@ def submission_build(run_name: RunName, output: Output) -> None:
     from gdpval.storage import open_storage
     from gdpval.submission.build import build_submission
 
-    info = build_submission(open_storage(output), run_name)
-    print(info.model_dump_json() if hasattr(info, "model_dump_json") else json.dumps(info))
+    print(build_submission(open_storage(output), run_name).model_dump_json())
 
 
 @app.command("fake-model")

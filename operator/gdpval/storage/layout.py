@@ -21,6 +21,10 @@ def manifest(run: str) -> str:
     return f"runs/{run}/manifest.jsonl"
 
 
+def samples(run: str) -> str:
+    return f"runs/{run}/samples"
+
+
 def sample_root(run: str, sample: str) -> str:
     return f"runs/{run}/samples/{sample}"
 
