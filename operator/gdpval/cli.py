@@ -179,9 +179,14 @@ def run(
     out = Console(soft_wrap=True)
     out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
-    with Progress(tally, out) as progress:
-        runner = LocalRunner(storage, record, loaded, client, LocalOptions(concurrency, isolation, retry_failed), progress.event)
-        runner.run(todo)
+    try:
+        with Progress(tally, out) as progress:
+            runner = LocalRunner(storage, record, loaded, client, LocalOptions(concurrency, isolation, retry_failed), progress.event)
+            runner.run(todo)
+    except KeyboardInterrupt:
+        err.print("interrupted: committed samples are kept; run the same command again to resume")
+        sys.stdout.flush()
+        os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
     info = build_submission(storage, run_name)
     counts = ", ".join(f"{name} {value}" for name, value in info.counts.model_dump().items())
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f})", highlight=False)
@@ -275,7 +280,3 @@ def main() -> None:
     except GdpvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        err.print("interrupted: committed samples are kept; run the same command again to resume")
-        sys.stdout.flush()
-        os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped

@@ -224,3 +224,23 @@ def test_submission_build_rebuilds_the_same_package(dataset, model, tmp_path):
     assert submission_rows(tmp_path) == before
     info = json.loads((tmp_path / "runs/t/submission/submission_info.json").read_text())
     assert info["submission_ready"] == 1.0 and "grader" in json.dumps(info).lower()
+
+
+def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
+    with start_background(host="127.0.0.1", port=0, latency=0.3) as slow:
+        proc = subprocess.Popen([GDPVAL, *run_args(dataset, slow.base_url, str(tmp_path), "--concurrency", "2")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(committed(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stderr = proc.communicate(timeout=30)[1]
+        assert proc.returncode == 130 and "resume" in stderr
+        before = committed(tmp_path)
+        done = gdpval(*run_args(dataset, slow.base_url, str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    after = committed(tmp_path)
+    assert len(after) == 12 and set(after.values()) == {1}
+    assert set(before) <= set(after)
+    leftovers = subprocess.run(["pgrep", "-f", "toolserver.py"], capture_output=True, text=True).stdout.split()
+    assert not [pid for pid in leftovers if Path(f"/proc/{pid}/cwd").exists() and str(tmp_path) in os.readlink(f"/proc/{pid}/cwd")]
