@@ -244,3 +244,19 @@ def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
     assert set(before) <= set(after)
     leftovers = subprocess.run(["pgrep", "-f", "toolserver.py"], capture_output=True, text=True).stdout.split()
     assert not [pid for pid in leftovers if Path(f"/proc/{pid}/cwd").exists() and str(tmp_path) in os.readlink(f"/proc/{pid}/cwd")]
+
+
+def test_hostile_deliverables_are_refused_and_reported(dataset, model, tmp_path):
+    done = gdpval(*run_args(dataset, model.base_url, str(tmp_path), "--limit", "2", "--max-deliverable-mb", "1",
+                            "--extra-body", '{"fake_hostile": true}'))
+    assert done.returncode == 0, done.stderr
+    for path in (tmp_path / "runs/t/samples").glob("*/attempt-1/result.json"):
+        result = json.loads(path.read_text())
+        assert result["status"] == "succeeded"
+        assert result["deliverable_files"] == ["reference_inventory.md"]
+        reasons = {r["path"]: r["reason"] for r in result["refused_files"]}
+        assert set(reasons) == {"passwd-link", "up", "pipe", "huge.bin"}, reasons
+        assert "symlink" in reasons["passwd-link"] and "symlink" in reasons["up"]
+        assert "fifo" in reasons["pipe"] and "cap" in reasons["huge.bin"]
+    stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".parquet")
+    assert b"root:x:0:0" not in stored  # /etc/passwd was never read into storage

@@ -267,6 +267,19 @@ def write_code(path: str, text: str) -> str:
     )
 
 
+def hostile_code(folder: str) -> str:
+    """Entries a careless or malicious model might leave: a link out, a link up, a fifo, a 3 MiB file."""
+    return (
+        "import os as _os\n"
+        f"_d = {folder!r}\n"
+        "_os.symlink('/etc/passwd', _os.path.join(_d, 'passwd-link'))\n"
+        "_os.symlink('..', _os.path.join(_d, 'up'))\n"
+        "_os.mkfifo(_os.path.join(_d, 'pipe'))\n"
+        "with open(_os.path.join(_d, 'huge.bin'), 'wb') as _f:\n"
+        "    _f.truncate(3 * 1024 * 1024)\n"
+    )
+
+
 def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
     """Our tool calls in order, each with its result text (None if not answered)."""
     results = {
@@ -295,7 +308,7 @@ def _last_parsed(calls: list[Call], step: str, parse: Callable[[str], Any]) -> A
     return None
 
 
-def plan(messages: list[dict[str, Any]]) -> Plan:
+def plan(messages: list[dict[str, Any]], hostile: bool = False) -> Plan:
     """Decide the next turn from the conversation so far."""
     info = parse_prompt(first_user_text(messages))
     calls = find_calls(messages)
@@ -311,7 +324,7 @@ def plan(messages: list[dict[str, Any]]) -> Plan:
             return _tool_plan(messages, calls, "sizes", "python_exec", {"code": sizes_code(listing)})
     if _last_parsed(calls, "write", parse_written) is None:
         path = os.path.join(info.deliverables_dir, DELIVERABLE_NAME)
-        code = write_code(path, render_inventory(info, sizes))
+        code = write_code(path, render_inventory(info, sizes)) + (hostile_code(info.deliverables_dir) if hostile else "")
         return _tool_plan(messages, calls, "write", "python_exec", {"code": code})
     return _plan_for(messages, calls, "answer", text=summary(info, sizes))
 

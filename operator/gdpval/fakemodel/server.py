@@ -23,6 +23,8 @@ from typing import Any
 
 from gdpval.fakemodel import script
 
+# Per request: also leave hostile entries beside the deliverable, to test what collection refuses.
+HOSTILE_BODY_FIELD = "fake_hostile"
 FAULTS_BODY_FIELD = "fake_faults"
 _COUNTER_LIMIT = 10_000
 _CONTEXT_WINDOW = 128_000
@@ -199,7 +201,7 @@ class FakeModel:
 
     def _complete(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
         messages = body["messages"]
-        turn = script.plan(messages)
+        turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)))
         digest = request_hash(body)
         fault = self._fire(script.decide_fault(faults, self.config.seed, turn), digest, turn)
         delay = self.config.latency
