@@ -129,12 +129,12 @@ class OperatorProcess:
         return "\n".join(p.read_text() for p in sorted(self.log_dir.glob("operator-*.log")))
 
 
-def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, output: str, endpoint: str,
+def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, output_url: str, endpoint: str,
                  images: tuple[str, str], **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": {"name": "scripted", "baseURL": model_url},
         "dataset": {"source": "s3", "id": dataset},
-        "output": {"url": output, "endpoint": endpoint, "region": "us-east-1", "credentialsSecret": {"name": "s3-credentials"}},
+        "output": {"url": output_url, "endpoint": endpoint, "region": "us-east-1", "credentialsSecret": {"name": "s3-credentials"}},
         "images": {"agent": images[0], "sandbox": images[1], "pullPolicy": "Never"},
         "parallelism": 4,
         "samples": {"retries": 1, "backoffSeconds": 1, "deadlineSeconds": 900, "pendingTimeoutSeconds": 300},
@@ -163,3 +163,22 @@ def upload_tree(client, bucket: str, prefix: str, root: Path) -> None:
     for path in sorted(root.rglob("*")):
         if path.is_file():
             client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
+
+
+# Specs the API server must refuse: (case, how to break a valid manifest, what the refusal says).
+INVALID = [
+    ("missing model", lambda m: m["spec"].pop("model"), "spec.model: Required value"),
+    ("zero parallelism", lambda m: m["spec"].update(parallelism=0), "spec.parallelism"),
+    ("negative parallelism", lambda m: m["spec"].update(parallelism=-3), "should be greater than or equal to 1"),
+    ("bad s3 url", lambda m: m["spec"]["output"].update(url="https://bucket/prefix"), "output.url must look like s3://bucket/prefix"),
+    ("missing output", lambda m: m["spec"].pop("output"), "spec.output: Required value"),
+    ("s3 dataset without s3 id", lambda m: m["spec"]["dataset"].update(id="openai/gdpval"), "dataset.id must be an s3://bucket/prefix"),
+    ("budget over 100%", lambda m: m["spec"].update(failureBudget="150%"), "failureBudget must be a count"),
+    ("zero repeats", lambda m: m["spec"].update(selection={"repeats": 0}), "spec.selection.repeats"),
+    ("temperature too high", lambda m: m["spec"]["model"].update(temperature=5), "spec.model.temperature"),
+    ("unknown pull policy", lambda m: m["spec"]["images"].update(pullPolicy="Sometimes"), "Unsupported value"),
+    ("name too long", lambda m: m["metadata"].update(name="r" * 64), "at most 63 characters"),
+    ("model URL not http", lambda m: m["spec"]["model"].update(baseURL="ftp://host/v1"), "must be an http"),
+    ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
+    ("sample deadline too short", lambda m: m["spec"]["samples"].update(deadlineSeconds=5), "spec.samples.deadlineSeconds"),
+]

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gdpval.fakemodel.server import start_background
-from operator_support import CRD, SAMPLE, Kube, OperatorProcess, image_ref, result_keys, run_manifest, upload_tree
+from operator_support import CRD, INVALID, SAMPLE, Kube, OperatorProcess, image_ref, result_keys, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -56,7 +56,7 @@ class Env:
     def manifest(self, name: str, model_url: str | None = None, **spec):
         return run_manifest(
             name, self.kube.namespace, model_url=model_url or self.model_url, dataset=f"s3://{self.bucket}/dataset",
-            output=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=(AGENT_IMAGE, SANDBOX_IMAGE), **spec,
+            output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=(AGENT_IMAGE, SANDBOX_IMAGE), **spec,
         )
 
     def submit(self, name: str, **spec) -> str:
@@ -167,24 +167,6 @@ def test_suspend_and_parallelism_changes_apply(env):
     kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"suspend":false,"parallelism":6}}')
     kube.wait_for(lambda: len(env.sample_pods(name)) > 4, 120, "more than 4 pods with parallelism 6", 0.3)
     env.wait_condition(name, "Succeeded")
-
-
-INVALID = [
-    ("missing model", lambda m: m["spec"].pop("model"), "spec.model: Required value"),
-    ("zero parallelism", lambda m: m["spec"].update(parallelism=0), "spec.parallelism"),
-    ("negative parallelism", lambda m: m["spec"].update(parallelism=-3), "should be greater than or equal to 1"),
-    ("bad s3 url", lambda m: m["spec"]["output"].update(url="https://bucket/prefix"), "output.url must look like s3://bucket/prefix"),
-    ("missing output", lambda m: m["spec"].pop("output"), "spec.output: Required value"),
-    ("s3 dataset without s3 id", lambda m: m["spec"]["dataset"].update(id="openai/gdpval"), "dataset.id must be an s3://bucket/prefix"),
-    ("budget over 100%", lambda m: m["spec"].update(failureBudget="150%"), "failureBudget must be a count"),
-    ("zero repeats", lambda m: m["spec"].update(selection={"repeats": 0}), "spec.selection.repeats"),
-    ("temperature too high", lambda m: m["spec"]["model"].update(temperature=5), "spec.model.temperature"),
-    ("unknown pull policy", lambda m: m["spec"]["images"].update(pullPolicy="Sometimes"), "Unsupported value"),
-    ("name too long", lambda m: m["metadata"].update(name="r" * 64), "at most 63 characters"),
-    ("model URL not http", lambda m: m["spec"]["model"].update(baseURL="ftp://host/v1"), "must be an http"),
-    ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
-    ("sample deadline too short", lambda m: m["spec"]["samples"].update(deadlineSeconds=5), "spec.samples.deadlineSeconds"),
-]
 
 
 @pytest.mark.parametrize("case,mutate,message", INVALID, ids=[c[0] for c in INVALID])

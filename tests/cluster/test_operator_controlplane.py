@@ -1,0 +1,377 @@
+"""The operator against a real kube-apiserver and etcd, with the kubelet's part played by the test.
+
+No node runs pods here: the test moves pods and Jobs through their lifecycle by writing their
+status (as the kubelet and the Job controller would) and writes result.json to MinIO (as the
+agent would). That makes it possible to SIGKILL the operator at any chosen point, many times,
+and check after every step that no sample ever has two live pods or runs again after it committed.
+The API server is real: CRD schema and CEL rules, status subresource, PodSecurity admission of the
+`restricted` namespace, optimistic concurrency on the ledger.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from gdpval.controller import api
+from gdpval.controller.api import OutputSpec
+from gdpval.controller.s3io import open_output
+from gdpval.dataset.models import DatasetRef, Sample, Task
+from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, dump_manifest
+from gdpval.sample import SampleResult, SampleStatus, Usage
+from gdpval.storage import layout
+from infra.paths import REPO_ROOT, cache_dir, versions
+from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
+
+pytestmark = [pytest.mark.cluster]
+
+NS = "cp"
+IMAGES = ("localhost/gdpval-operator:dev", "localhost/gdpval-sandbox:slim-dev")
+
+
+def _binaries() -> tuple[Path, Path]:
+    k8s = cache_dir() / "kubernetes" / versions()["K8S_VERSION"] / "bin"
+    etcd = cache_dir() / "prefix" / "etcd-server" / "usr" / "bin" / "etcd"
+    if not (k8s / ".complete").exists():
+        subprocess.run(["bash", str(REPO_ROOT / "hack" / "build-k8s.sh")], check=True)
+    if not etcd.exists():
+        subprocess.run(["bash", str(REPO_ROOT / "hack" / "cluster-prereqs.sh"), "--no-build"], check=True)
+    return k8s / "kube-apiserver", etcd
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory):
+    """etcd and kube-apiserver on loopback ports of their own; a kubeconfig with a static token."""
+    apiserver, etcd = _binaries()
+    root = tmp_path_factory.mktemp("controlplane")
+    subprocess.run(["openssl", "genrsa", "-out", root / "sa.key", "2048"], check=True, capture_output=True)
+    subprocess.run(["openssl", "rsa", "-in", root / "sa.key", "-pubout", "-out", root / "sa.pub"], check=True, capture_output=True)
+    (root / "tokens.csv").write_text("test-token,admin,admin,system:masters\n")
+    client_port, peer_port, api_port = free_port(), free_port(), free_port()
+    procs = [subprocess.Popen([
+        etcd, "--data-dir", root / "etcd", "--listen-client-urls", f"http://127.0.0.1:{client_port}",
+        "--advertise-client-urls", f"http://127.0.0.1:{client_port}", "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}", "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
+    ], stdout=open(root / "etcd.log", "w"), stderr=subprocess.STDOUT)]
+    procs.append(subprocess.Popen([
+        apiserver, "--etcd-servers", f"http://127.0.0.1:{client_port}", "--bind-address", "127.0.0.1",
+        "--secure-port", str(api_port), "--cert-dir", root / "certs", "--token-auth-file", root / "tokens.csv",
+        "--authorization-mode", "AlwaysAllow", "--service-account-key-file", root / "sa.pub",
+        "--service-account-signing-key-file", root / "sa.key", "--service-account-issuer", "https://kubernetes.default.svc",
+        "--service-cluster-ip-range", "10.98.0.0/16",
+    ], stdout=open(root / "apiserver.log", "w"), stderr=subprocess.STDOUT))
+    kubeconfig = root / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "cp",
+        "clusters": [{"name": "cp", "cluster": {"server": f"https://127.0.0.1:{api_port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "admin", "user": {"token": "test-token"}}],
+        "contexts": [{"name": "cp", "context": {"cluster": "cp", "user": "admin", "namespace": NS}}],
+    }))
+    try:
+        yield _connect(kubeconfig, root)
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+class Cp:
+    def __init__(self, kubeconfig: Path, root: Path, api_client):
+        self.kubeconfig, self.root = kubeconfig, root
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.ext = client.ApiextensionsV1Api(api_client)
+        self.net = client.NetworkingV1Api(api_client)
+
+
+def _connect(kubeconfig: Path, root: Path) -> Cp:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            api_client = config.new_client_from_config(str(kubeconfig))
+            cp = Cp(kubeconfig, root, api_client)
+            cp.core.list_namespace()
+            return cp
+        except Exception:
+            if time.monotonic() > deadline:
+                raise AssertionError("kube-apiserver did not start: " + (root / "apiserver.log").read_text()[-3000:])
+            time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def env(control_plane, s3, tmp_path_factory):
+    cp = control_plane
+    cp.ext.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
+    _wait(lambda: any(c.type == "Established" and c.status == "True" for c in cp.ext.read_custom_resource_definition(f"{api.PLURAL}.{api.GROUP}").status.conditions or []), 30)
+    cp.core.create_namespace({"metadata": {"name": NS, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    cp.core.create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
+    cp.core.create_namespaced_secret(NS, {"metadata": {"name": "s3-credentials"}, "stringData": {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}})
+    bucket = s3.make_bucket()
+    storage = open_output(OutputSpec(url=f"s3://{bucket}/out", endpoint=s3.endpoint_url), {"access_key_id": s3.access_key, "secret_access_key": s3.secret_key})
+    operator = OperatorProcess(str(cp.kubeconfig), NS, *IMAGES, tmp_path_factory.mktemp("operator")).start()
+    yield Env(cp, operator, storage, bucket, s3.endpoint_url)
+    operator.stop()
+
+
+def _wait(predicate, timeout: float, what: str = "condition", interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Env:
+    def __init__(self, cp: Cp, operator: OperatorProcess, storage, bucket: str, endpoint: str):
+        self.cp, self.operator, self.storage, self.bucket, self.endpoint = cp, operator, storage, bucket, endpoint
+
+    def create(self, name: str, **spec) -> None:
+        manifest = run_manifest(name, NS, model_url="http://10.250.0.1:8000/v1", dataset=f"s3://{self.bucket}/dataset",
+                                output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=IMAGES, **spec)
+        self.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
+
+    def patch(self, name: str, spec: dict) -> None:
+        self.cp.custom.patch_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name, {"spec": spec})
+
+    def run(self, name: str) -> dict:
+        return self.cp.custom.get_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+    def status(self, name: str) -> dict:
+        return self.run(name).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict:
+        return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), {})
+
+    def pods(self, name: str) -> list:
+        return self.cp.core.list_namespaced_pod(NS, label_selector=f"gdpval.io/run={name},app.kubernetes.io/component=sample").items
+
+    def jobs(self, name: str) -> dict:
+        return {j.metadata.labels["app.kubernetes.io/component"]: j for j in self.cp.batch.list_namespaced_job(NS, label_selector=f"gdpval.io/run={name}").items}
+
+    def prepare(self, name: str, samples: int) -> list[str]:
+        """What the prepare Job writes, then its completion as the Job controller would record it."""
+        record = RunRecord(run_name=name, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"), model=ModelSettings(name="scripted"))
+        entries = [ManifestEntry(sample=Sample.of(f"task{i}", 0), task=Task(task_id=f"task{i}", sector="s", occupation="o", prompt="p")) for i in range(samples)]
+        self.storage.put_text(layout.manifest(name), dump_manifest(entries))
+        self.storage.put_text(layout.run_json(name), record.model_dump_json())
+        self.complete_job(name, "prepare")
+        return [e.sample.sample_id for e in entries]
+
+    def complete_job(self, name: str, component: str, failed: bool = False) -> None:
+        now = _now()
+        if failed:
+            conditions = [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
+                          {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now}]
+            status = {"startTime": now, "failed": 1, "conditions": conditions}
+        else:
+            conditions = [{"type": t, "status": "True", "reason": "CompletionsReached", "message": "done", "lastTransitionTime": now} for t in ("SuccessCriteriaMet", "Complete")]
+            status = {"startTime": now, "completionTime": now, "succeeded": 1, "conditions": conditions}
+        job = self.jobs(name)[component]
+        self.cp.batch.patch_namespaced_job_status(job.metadata.name, NS, {"status": status})
+
+    def finish_pod(self, pod, outcome: str) -> None:
+        """ok/bad: the agent commits a result and exits 0; crash: exits 1 without one; gone: deleted."""
+        labels = pod.metadata.labels
+        sample, attempt = pod.metadata.annotations["gdpval.io/sample-id"], int(labels["gdpval.io/attempt"])
+        run = labels["gdpval.io/run"]
+        if outcome == "gone":
+            self.cp.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+            return
+        if outcome in ("ok", "bad"):
+            key = layout.result(run, sample, attempt)
+            assert not self.storage.exists(key), f"{key} committed twice"
+            result = SampleResult(sample_id=sample, task_id=sample, attempt=attempt,
+                                  status=SampleStatus.succeeded if outcome == "ok" else SampleStatus.failed,
+                                  error_kind=None if outcome == "ok" else "max_steps", usage=Usage(input_tokens=7, output_tokens=3))
+            self.storage.put_text(key, result.model_dump_json())
+        code = 1 if outcome == "crash" else 0
+        state = {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed", "message": "simulated"}}
+        status = {"phase": "Failed" if code else "Succeeded",
+                  "containerStatuses": [{"name": "agent", "image": IMAGES[0], "imageID": "", "ready": False, "restartCount": 0, "state": state}]}
+        self.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
+
+    def committed(self, run: str) -> dict[str, list[tuple[int, str]]]:
+        out: dict[str, list[tuple[int, str]]] = {}
+        for key in self.storage.list(f"runs/{run}/samples"):
+            if key.endswith("/result.json"):
+                parts = key.split("/")
+                status = json.loads(self.storage.get_text(key))["status"]
+                out.setdefault(parts[-3], []).append((int(parts[-2].removeprefix("attempt-")), status))
+        return out
+
+
+def _check_invariants(env: Env, name: str, parallelism: int) -> None:
+    live = [p for p in env.pods(name) if p.status.phase in (None, "Pending", "Running") and not p.metadata.deletion_timestamp]
+    samples = [p.metadata.annotations["gdpval.io/sample-id"] for p in live]
+    assert len(samples) == len(set(samples)), f"two live pods for one sample: {samples}"
+    assert len(live) <= parallelism, f"{len(live)} live pods > parallelism {parallelism}"
+    for sample, attempts in env.committed(name).items():
+        ok = [a for a, status in attempts if status == "succeeded"]
+        assert len(ok) <= 1 and (not ok or max(a for a, _ in attempts) == ok[0]), f"{sample} ran again after success: {attempts}"
+        assert not any(p.metadata.annotations["gdpval.io/sample-id"] == sample for p in live) or not ok, f"{sample} live after success"
+    for pod in env.pods(name):
+        owner = pod.metadata.owner_references[0]
+        assert owner.controller and owner.kind == api.KIND and owner.name == name
+
+
+def test_lifecycle_with_sigkills_between_every_step(env):
+    """Random outcomes, the operator killed at random points; the run still ends exactly once per sample."""
+    rng = random.Random(int(os.environ.get("GDPVAL_CHAOS_SEED", "4")))
+    name, parallelism = "chaos", 3
+    env.create(name, parallelism=parallelism, failureBudget="100%", samples={"retries": 2, "backoffSeconds": 0})
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.operator.kill()
+    samples = env.prepare(name, 8)
+    env.operator.start()
+    for step in range(200):
+        if env.status(name).get("state") == "Assembling":
+            break
+        live = [p for p in env.pods(name) if p.status.phase == "Pending" and not p.metadata.deletion_timestamp]
+        if live:
+            env.finish_pod(rng.choice(live), rng.choices(["ok", "bad", "crash", "gone"], [6, 2, 1, 1])[0])
+        if rng.random() < 0.35:
+            time.sleep(rng.random() * 0.6)
+            env.operator.kill()
+            _check_invariants(env, name, parallelism)
+            env.operator.start()
+        time.sleep(0.4)
+        _check_invariants(env, name, parallelism)
+    _wait(lambda: env.status(name).get("state") == "Assembling", 60, "assembling", 0.5)
+    env.operator.kill()
+    env.storage.put_text(f"{layout.submission(name)}/submission_info.json", json.dumps({"submission_ready": 0.75, "counts": {"samples": 8}}))
+    env.complete_job(name, "assemble")
+    env.operator.start()
+    _wait(lambda: env.status(name).get("state") == "Succeeded", 60, "Succeeded", 0.5)
+    status = env.status(name)
+    committed = env.committed(name)
+    assert set(committed) <= set(samples)
+    assert status["samples"]["succeeded"] + status["samples"]["failed"] == len(samples)
+    assert status["samples"]["succeeded"] == sum(1 for a in committed.values() if any(s == "succeeded" for _, s in a))
+    assert status["submissionReadyRate"] == 0.75 and status["progress"] == "8/8"
+    _wait(lambda: not env.pods(name) and not env.jobs(name), 30, "children cleaned up")
+
+
+def test_restricted_admission_accepts_sample_pods(env):
+    """The namespace enforces `restricted`: the pods exist, so admission accepted them."""
+    name = "restricted"
+    env.create(name, parallelism=2)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.prepare(name, 2)
+    pods = _wait(lambda: len(env.pods(name)) == 2 and env.pods(name), 30, "2 sample pods")
+    spec = pods[0].spec
+    assert spec.automount_service_account_token is False and spec.security_context.run_as_non_root
+    containers = {c.name: c for c in spec.init_containers + spec.containers}
+    assert containers["sandbox"].restart_policy == "Always"
+    assert not [e for e in containers["sandbox"].env if e.value_from]
+    policy = env.cp.net.list_namespaced_network_policy(NS).items
+    assert any(p.spec.pod_selector.match_labels.get("gdpval.io/run-uid") == env.run(name)["metadata"]["uid"] for p in policy)
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
+def test_missing_secret_blocks_until_created(env):
+    name = "blocked"
+    env.create(name, output={"credentialsSecret": {"name": "late-secret"}})
+    ready = _wait(lambda: env.condition(name, "Ready").get("reason") == "SecretNotFound" and env.condition(name, "Ready"), 30, "SecretNotFound")
+    assert "late-secret" in ready["message"] and env.status(name)["state"] == "Blocked" and not env.jobs(name)
+    secret = env.cp.core.read_namespaced_secret("s3-credentials", NS)
+    env.cp.core.create_namespaced_secret(NS, {"metadata": {"name": "late-secret"}, "data": secret.data})
+    _wait(lambda: "prepare" in env.jobs(name), 60, "prepare Job after the secret appeared")
+    assert env.status(name)["state"] == "Preparing"
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
+def test_suspend_parallelism_and_prepare_failure(env):
+    name = "knobs"
+    env.create(name, suspend=True, parallelism=1)
+    _wait(lambda: env.condition(name, "Suspended").get("status") == "True", 30, "Suspended")
+    assert not env.jobs(name)
+    env.patch(name, {"suspend": False})
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.prepare(name, 5)
+    _wait(lambda: len(env.pods(name)) == 1, 30, "one pod")
+    env.patch(name, {"parallelism": 4})
+    _wait(lambda: len(env.pods(name)) == 4, 30, "four pods")
+    env.patch(name, {"suspend": True})
+    time.sleep(2)
+    env.finish_pod(env.pods(name)[0], "ok")
+    _wait(lambda: len(env.pods(name)) == 3, 30, "the finished pod removed, none started")
+    assert env.status(name)["state"] == "Suspended"
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+    name = "badprep"
+    env.create(name)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.complete_job(name, "prepare", failed=True)
+    failed = _wait(lambda: env.condition(name, "Failed").get("status") == "True" and env.condition(name, "Failed"), 30, "Failed")
+    assert failed["reason"] == "PrepareFailed" and "kubectl logs job/" in failed["message"]
+
+
+def test_stuck_pod_is_replaced_and_reported(env):
+    name = "stuck"
+    env.create(name, parallelism=1, samples={"pendingTimeoutSeconds": 30, "retries": 0}, failureBudget=0)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.prepare(name, 2)
+    pod = _wait(lambda: env.pods(name) and env.pods(name)[0], 30, "a pod")
+    waiting = {"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image name"}}
+    env.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {"phase": "Pending", "initContainerStatuses": [
+        {"name": "stage", "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": waiting}]}})
+    failed = _wait(lambda: env.condition(name, "Failed").get("status") == "True" and env.condition(name, "Failed"), 30, "Failed")
+    assert failed["reason"] == "FailureBudgetExceeded" and "InvalidImageName" in failed["message"]
+    events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+    assert any(e.reason == "PodStuck" and "InvalidImageName" in e.message for e in events)
+
+
+def test_run_deletes_without_finalizer_while_the_operator_is_down(env):
+    name = "orphan-check"
+    env.create(name)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    run = env.run(name)
+    assert not run["metadata"].get("finalizers") and not any(k.startswith("kopf.") for k in run["metadata"].get("annotations", {}))
+    ledger = env.cp.core.read_namespaced_config_map(f"{name}-ledger", NS)
+    assert ledger.metadata.owner_references[0].uid == run["metadata"]["uid"]
+    env.operator.kill()
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+    with pytest.raises(ApiException):
+        env.run(name)
+    env.operator.start()
+
+
+@pytest.mark.parametrize("case,mutate,message", INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_specs_are_rejected(env, case, mutate, message):
+    manifest = run_manifest("invalid", NS, model_url="http://10.250.0.1:8000/v1", dataset=f"s3://{env.bucket}/dataset",
+                            output_url=f"s3://{env.bucket}/out", endpoint=env.endpoint, images=IMAGES)
+    mutate(manifest)
+    with pytest.raises(ApiException) as refused:
+        env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest, dry_run="All")
+    assert message in json.loads(refused.value.body)["message"], case
+
+
+def test_pinned_fields_are_immutable(env):
+    name = "pinned"
+    env.create(name, suspend=True)
+    for field in ("model", "selection", "dataset", "output", "agent"):
+        change = {"model": {"name": "other"}, "selection": {"limit": 1}, "dataset": {"split": "test"},
+                  "output": {"region": "eu-west-1"}, "agent": {"maxSteps": 3}}[field]
+        with pytest.raises(ApiException) as refused:
+            env.patch(name, {field: change})
+        assert f"spec.{field} is immutable" in json.loads(refused.value.body)["message"]
+    env.patch(name, {"parallelism": 7, "failureBudget": 2, "suspend": False})
+    assert env.run(name)["spec"]["parallelism"] == 7
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
