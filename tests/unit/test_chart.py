@@ -338,7 +338,7 @@ def test_images_default_to_app_version_and_reach_the_operator() -> None:
     assert container["image"] == f"localhost/gdpval-operator:{chart['appVersion']}"
     assert env["GDPVAL_AGENT_IMAGE"] == container["image"]
     assert env["GDPVAL_SANDBOX_IMAGE"] == f"localhost/gdpval-sandbox:full-{chart['appVersion']}"
-    assert container["args"][:1] == ["operator"]
+    assert container["command"] == ["gdpval", "operator"]
     port = container["ports"][0]["containerPort"]
     assert container["args"][container["args"].index("--metrics-port") + 1] == str(port)
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
