@@ -272,6 +272,31 @@ def fake_model(
     serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency)
 
 
+@app.command("operator")
+def operator_cmd(
+    namespace: Annotated[Optional[list[str]], typer.Option("--namespace", "-n", help="Namespace to watch (repeatable; none = all).")] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /healthz (0 = off).")] = 8080,
+    agent_image: Annotated[Optional[str], typer.Option(envvar="GDPVAL_AGENT_IMAGE", help="Default agent image.")] = None,
+    sandbox_image: Annotated[Optional[str], typer.Option(envvar="GDPVAL_SANDBOX_IMAGE", help="Default sandbox image.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Run the GdpvalRun operator (kopf) against the current kubeconfig or in-cluster account."""
+    from gdpval.controller import run_operator
+
+    level = logging.DEBUG if verbose else logging.INFO
+    logging.basicConfig(force=True, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handled event is noise
+    run_operator(namespace or [], metrics_port or None, agent_image, sandbox_image)
+
+
+@app.command()
+def crd() -> None:
+    """Print the GdpvalRun CustomResourceDefinition (generated from the typed models)."""
+    from gdpval.controller import render_crd
+
+    sys.stdout.write(render_crd())
+
+
 def main() -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")  # modelscope draws a bar per file; ours is the progress
     logging.basicConfig(level=logging.WARNING, format="gdpval: %(levelname)s: %(message)s")
