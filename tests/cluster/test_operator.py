@@ -130,18 +130,19 @@ def test_operator_sigkill_at_three_points(env):
 
 
 def test_deleted_sample_pod_is_retried(env):
-    name = env.submit("deleted", parallelism=2)
-    kube = env.kube
-    victim = kube.wait_for(
-        lambda: next((p["metadata"]["name"] for p in env.sample_pods(name) if p.get("status", {}).get("phase") == "Running"), None),
-        RUN_TIMEOUT, "a running sample pod", 0.2,
-    )
-    kube.run("delete", "pod", victim, "--wait=false")
-    env.wait_condition(name, "Succeeded")
+    """A slow model keeps the agent mid-loop, so the deleted pod cannot commit before it dies."""
+    with start_background(host=env.node_ip, port=0, latency=1.0) as slow:
+        name = env.submit("deleted", model_url=slow.base_url, parallelism=2)
+        kube = env.kube
+        victim = kube.wait_for(
+            lambda: next((p["metadata"]["name"] for p in env.sample_pods(name) if p.get("status", {}).get("phase") == "Running"), None),
+            RUN_TIMEOUT, "a running sample pod", 0.2,
+        )
+        kube.run("delete", "pod", victim, "--grace-period=1", "--wait=false")
+        env.wait_condition(name, "Succeeded")
     status = kube.run_status(name)
     assert status["samples"]["retried"] >= 1 and status["samples"]["succeeded"] == TASKS
-    rows = env.submission_rows(name)
-    assert sorted(r["task_id"] for r in rows) == sorted(set(r["task_id"] for r in rows)) and len(rows) == TASKS
+    env.assert_complete_submission(name)
 
 
 def test_model_faults_exhaust_retries_and_the_budget(env):

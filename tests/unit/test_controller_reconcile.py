@@ -127,7 +127,8 @@ def test_suspend_starts_nothing_and_running_pods_finish():
 
 
 def test_suspend_before_prepare_creates_no_job():
-    assert decide(obs(samples=None, spec=spec(suspend=True))).create_jobs == []
+    plan = decide(obs(samples=None, spec=spec(suspend=True)))
+    assert plan.create_jobs == [] and plan.state == "Suspended"
 
 
 def test_blockers_stop_new_children():

@@ -337,6 +337,9 @@ def _fail(obs: Observed, plan: Plan, reason: str, message: str) -> None:
 def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
     job = obs.jobs.get(n.COMPONENT_PREPARE)
     plan.state = "Preparing"
+    if job is None and obs.spec.suspend:
+        plan.state, plan.reason, plan.message = "Suspended", "Suspended", "suspended before the prepare Job started"
+        return
     if job is None:
         plan.reason, plan.message = "Preparing", "creating the prepare Job"
         if can_start:
@@ -425,7 +428,7 @@ def decide(obs: Observed) -> Plan:
     if obs.spec.deadline_seconds:
         plan.wake_at.append(start + obs.spec.deadline_seconds)
     if obs.samples is None:
-        _prepare(obs, plan, can_start and not obs.spec.suspend)
+        _prepare(obs, plan, can_start)
     else:
         _samples_phase(obs, plan, obs.samples, can_start)
     if plan.state not in TERMINAL_STATES and obs.spec.deadline_seconds and obs.now - start >= obs.spec.deadline_seconds:
