@@ -7,7 +7,7 @@
 #   hack/cluster.sh kubeconfig  print the admin kubeconfig path
 #   hack/cluster.sh env         print shell variables describing the cluster (KEY=value)
 #
-# Networking: the node lives on a dummy interface (k8s0, 10.250.0.1/32); pods on the cni0 bridge
+# Networking: the node lives on its own interface (k8s0, 10.250.0.1/32); pods on the cni0 bridge
 # reach the node address only. No masquerade, and forwarding off the bridge is dropped, so pod
 # traffic never leaves the machine. There is no kube-proxy: the one Service pods need,
 # `kubernetes` (10.96.0.1:443), is a single DNAT rule to the API server.
@@ -83,7 +83,8 @@ start() {
   [[ -x "$bin" ]] || die "$name binary missing: $bin"
   log "starting $name (log: $LOGS/$name.log)"
   # setsid: a component must outlive the shell (and pytest) that started it.
-  setsid "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  # 9>&-: the daemon must not inherit the lock held while `up` runs.
+  setsid "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$RUN/$name.pid"
 }
 
@@ -144,7 +145,8 @@ ipt_ensure() {
 
 setup_network() {
   if ! ip link show "$NODE_IF" >/dev/null 2>&1; then
-    ip link add "$NODE_IF" type dummy
+    # Some VM kernels lack the dummy driver; a bridge without ports holds an address as well.
+    ip link add "$NODE_IF" type dummy 2>/dev/null || ip link add "$NODE_IF" type bridge
   fi
   ip addr replace "$NODE_IP/32" dev "$NODE_IF"
   ip link set "$NODE_IF" up
@@ -400,7 +402,8 @@ cluster_up() {
     return 0
   fi
   local t0=$SECONDS
-  "$HACK_DIR/cluster-prereqs.sh"
+  "$HACK_DIR/cluster-prereqs.sh" --no-build
+  "$HACK_DIR/build-k8s.sh"
   "$HACK_DIR/images.sh" base pause
   record_host_state
   setup_network
@@ -584,8 +587,8 @@ EOF
 }
 
 case "${1:-}" in
-  up) with_lock cluster cluster_up ;;
-  down) with_lock cluster cluster_down ;;
+  up) with_lock cluster-state cluster_up ;;
+  down) with_lock cluster-state cluster_down ;;
   status) cluster_status ;;
   kubeconfig) echo "$ADMIN_KUBECONFIG" ;;
   env) cluster_env ;;

@@ -1,7 +1,10 @@
-"""Shared fixtures backed by real servers: MinIO (`s3`, `s3_env`) and the local cluster."""
+"""Shared fixtures backed by real servers: MinIO (`s3`, `s3_env`) and the local cluster
+(`cluster`, `cluster_s3`). Nothing starts until a test asks for it."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
 from pathlib import Path
 
@@ -12,9 +15,22 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
+from infra.paths import cache_dir  # noqa: E402
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
+_TEARDOWN_MARK = "cluster_teardown"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"{_TEARDOWN_MARK}: stops the shared cluster; runs after every other test")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run cluster teardown tests last: they stop the cluster every other cluster test uses."""
+    items.sort(key=lambda item: item.get_closest_marker(_TEARDOWN_MARK) is not None)
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +49,60 @@ def s3_env(s3, monkeypatch):
     for name, value in s3.env().items():
         monkeypatch.setenv(name, value)
     return s3.env()
+
+
+class ClusterUsers:
+    """A shared lock held by every session using the cluster, so that a teardown test (which
+    takes it exclusively) never stops the cluster under another worker or another session."""
+
+    def __init__(self) -> None:
+        path = cache_dir() / "locks" / "cluster-users.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def acquire_shared(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def acquire_exclusive(self, timeout: float) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(1)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@pytest.fixture(scope="session")
+def cluster_users():
+    users = ClusterUsers()
+    yield users
+    users.close()
+
+
+@pytest.fixture(scope="session")
+def cluster(cluster_users):
+    """The local cluster, up and with the project images imported (reused when already up).
+
+    Attributes: kubeconfig, node_name, node_ip, kubectl_path, images (name -> ref);
+    helpers: kubectl(*args), kubectl_json(*args), apply(manifest), env()."""
+    return local_cluster.bring_up()
+
+
+@pytest.fixture(scope="session")
+def cluster_s3(cluster):
+    """A MinIO server on the node address, reachable from pods; same API as `s3`."""
+    server = MinioServer(host=cluster.node_ip).start()
+    yield server
+    server.stop()
