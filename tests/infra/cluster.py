@@ -19,7 +19,7 @@ def _hack(*args: str, timeout: float | None = None) -> str:
     return proc.stdout
 
 
-def _cluster_env() -> dict[str, str]:
+def cluster_env() -> dict[str, str]:
     out = _hack("cluster.sh", "env")
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
@@ -73,7 +73,7 @@ def bring_up(images: bool = True) -> Cluster:
 
 
 def current() -> Cluster:
-    env = _cluster_env()
+    env = cluster_env()
     return Cluster(
         kubeconfig=Path(env["KUBECONFIG"]),
         node_name=env["NODE_NAME"],
