@@ -253,10 +253,11 @@ def test_default_watches_only_the_release_namespace() -> None:
     binding = one([d for d in docs if not is_hook(d)], "RoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{RELEASE}-gdpval", "namespace": NAMESPACE}]
     assert watched_flags(operator_container(docs)["args"]) == [NAMESPACE]
-    # The only cluster-scoped grant: reading CRDs.
+    # The only cluster-scoped grant: reading namespaces and CRDs.
     (cluster_role,) = _operator_roles(docs, "ClusterRole")
     assert cluster_role["rules"] == [
-        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
     ]
 
 
@@ -297,8 +298,8 @@ def test_cluster_wide_uses_one_cluster_role_and_no_namespace_flag() -> None:
     assert watched_flags(operator_container(docs)["args"]) == []
 
 
-def test_crd_discovery_can_be_turned_off() -> None:
-    docs = render({"rbac": {"crdDiscovery": False}})
+def test_discovery_can_be_turned_off() -> None:
+    docs = render({"rbac": {"discovery": False}})
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
 
 

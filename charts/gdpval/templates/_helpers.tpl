@@ -125,8 +125,15 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
   verbs: ["create"]
 {{- end }}
 
-{{/* Read-only discovery: kopf notices the CRD being (re)installed without a restart. */}}
+{{/*
+Read-only discovery: kopf lists the namespaces it was given (without this it retries for about a
+minute at every start before falling back) and watches CRDs, so a GdpvalRun CRD installed or
+changed later is picked up without a restart. Names and schemas only, no object data.
+*/}}
 {{- define "gdpval.discoveryRules" -}}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
