@@ -49,9 +49,10 @@ def free_port() -> int:
 class Kube:
     kubeconfig: str
     namespace: str
+    kubectl: str = field(default_factory=kubectl_binary)
 
     def run(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = [kubectl_binary(), "--kubeconfig", self.kubeconfig, "-n", self.namespace, *args]
+        cmd = [self.kubectl, "--kubeconfig", self.kubeconfig, "-n", self.namespace, *args]
         done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
@@ -147,16 +148,24 @@ def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, out
     return {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun", "metadata": {"name": name, "namespace": namespace}, "spec": body}
 
 
-def result_keys(client, bucket: str, prefix: str, run: str) -> dict[str, list[int]]:
-    """Committed attempts per sample, from the result.json markers in S3."""
-    out: dict[str, list[int]] = {}
+def result_keys(client, bucket: str, prefix: str, run: str) -> dict[str, list[tuple[int, str]]]:
+    """Committed attempts per sample with their status, from the result.json markers in S3."""
+    out: dict[str, list[tuple[int, str]]] = {}
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/runs/{run}/samples/"):
         for obj in page.get("Contents", ()):
             parts = obj["Key"].split("/")
             if parts[-1] == "result.json":
-                out.setdefault(parts[-3], []).append(int(parts[-2].removeprefix("attempt-")))
-    return out
+                status = json.loads(client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())["status"]
+                out.setdefault(parts[-3], []).append((int(parts[-2].removeprefix("attempt-")), status))
+    return {sample: sorted(attempts) for sample, attempts in out.items()}
+
+
+def assert_committed_once(committed: dict[str, list[tuple[int, str]]]) -> None:
+    """Each sample succeeded exactly once, in its last attempt: nothing ran after a success."""
+    for sample, attempts in committed.items():
+        successes = [a for a, status in attempts if status == "succeeded"]
+        assert len(successes) == 1 and successes[0] == attempts[-1][0], (sample, attempts)
 
 
 def upload_tree(client, bucket: str, prefix: str, root: Path) -> None:

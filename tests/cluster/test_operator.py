@@ -14,8 +14,11 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
-from operator_support import CRD, INVALID, SAMPLE, Kube, OperatorProcess, image_ref, result_keys, run_manifest, upload_tree
+from operator_support import (
+    CRD, INVALID, SAMPLE, Kube, OperatorProcess, assert_committed_once, image_ref, result_keys, run_manifest, upload_tree,
+)
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -24,13 +27,18 @@ RUN_TIMEOUT = 600
 AGENT_IMAGE = image_ref("operator", "localhost/gdpval-operator:dev")
 SANDBOX_IMAGE = image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
 TASKS = 12
+COLUMNS = [
+    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
+    "reference_file_hf_uris", "rubric_pretty", "rubric_json", "deliverable_text", "deliverable_files",
+]
 
 
 @pytest.fixture(scope="module")
 def env(cluster, cluster_s3, tmp_path_factory):
     """A restricted namespace with the CRD, S3 credentials, the dataset in MinIO and the operator."""
     namespace = f"gdpval-op-{secrets.token_hex(3)}"
-    kube = Kube(str(cluster.kubeconfig), namespace)
+    images = (cluster.images.get("operator", AGENT_IMAGE), cluster.images.get("sandbox-slim", SANDBOX_IMAGE))
+    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
@@ -40,23 +48,24 @@ def env(cluster, cluster_s3, tmp_path_factory):
              f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
-    upload_tree(client, bucket, "dataset", make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset")))
-    operator = OperatorProcess(str(cluster.kubeconfig), namespace, AGENT_IMAGE, SANDBOX_IMAGE, tmp_path_factory.mktemp("operator")).start()
+    dataset = make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset"))
+    upload_tree(client, bucket, "dataset", dataset)
+    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
     with start_background(host=cluster.node_ip, port=0) as model:
-        yield Env(kube, operator, bucket, client, cluster_s3.endpoint_url, model.base_url, cluster.node_ip)
+        yield Env(kube, operator, bucket, client, cluster_s3.endpoint_url, model.base_url, cluster.node_ip, dataset, images)
     operator.stop()
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 class Env:
-    def __init__(self, kube: Kube, operator: OperatorProcess, bucket: str, client, endpoint: str, model_url: str, node_ip: str):
-        self.kube, self.operator, self.bucket, self.client = kube, operator, bucket, client
-        self.endpoint, self.model_url, self.node_ip = endpoint, model_url, node_ip
+    def __init__(self, kube: Kube, operator: OperatorProcess, bucket: str, client, endpoint: str, model_url: str, node_ip: str, dataset, images):
+        self.kube, self.operator, self.bucket, self.client, self.images = kube, operator, bucket, client, images
+        self.endpoint, self.model_url, self.node_ip, self.dataset = endpoint, model_url, node_ip, dataset
 
     def manifest(self, name: str, model_url: str | None = None, **spec):
         return run_manifest(
             name, self.kube.namespace, model_url=model_url or self.model_url, dataset=f"s3://{self.bucket}/dataset",
-            output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=(AGENT_IMAGE, SANDBOX_IMAGE), **spec,
+            output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=self.images, **spec,
         )
 
     def submit(self, name: str, **spec) -> str:
@@ -70,21 +79,37 @@ class Env:
             status = self.kube.run_status(name)
             raise AssertionError(f"{name} not {condition}: {status}\n--- operator log tail ---\n{self.operator.logs()[-4000:]}")
 
-    def submission_rows(self, run: str) -> list[dict]:
+    def submission_table(self, run: str):
         body = self.client.get_object(Bucket=self.bucket, Key=f"out/runs/{run}/submission/data/train-00000-of-00001.parquet")["Body"].read()
-        return pq.read_table(io.BytesIO(body)).to_pylist()
+        return pq.read_table(io.BytesIO(body))
+
+    def submission_rows(self, run: str) -> list[dict]:
+        return self.submission_table(run).to_pylist()
 
     def sample_pods(self, run: str) -> list[dict]:
         listed = self.kube.get("pods", selector=f"gdpval.io/run={run},app.kubernetes.io/component=sample") or {}
         return listed.get("items", [])
 
     def assert_complete_submission(self, run: str) -> None:
-        rows = self.submission_rows(run)
+        """The checks of the local run's test: columns, every task once, files there, references seen whole."""
+        table = self.submission_table(run)
+        assert table.column_names == COLUMNS
+        rows = table.to_pylist()
         task_ids = [r["task_id"] for r in rows]
         assert len(rows) == TASKS and len(set(task_ids)) == TASKS, task_ids
-        assert all(r["deliverable_files"] for r in rows)
+        root = f"out/runs/{run}/submission"
+        for row in rows:
+            assert row["deliverable_files"], row["task_id"]
+            for rel in row["deliverable_files"]:
+                assert rel.startswith(f"deliverable_files/{row['task_id']}/")
+                self.client.head_object(Bucket=self.bucket, Key=f"{root}/{rel}")
+            text = self.client.get_object(Bucket=self.bucket, Key=f"{root}/{row['deliverable_files'][0]}")["Body"].read().decode()
+            seen = {p.split("/reference_files/", 1)[-1].split("/", 1)[-1]: size for p, size in parse_inventory(text).items()}
+            expected = {ref.split("/", 2)[2]: (self.dataset / ref).stat().st_size for ref in row["reference_files"]}
+            assert seen == expected, row["task_id"]  # staged read-only, whole, at /reference_files/<hash>/<name>
         committed = result_keys(self.client, self.bucket, "out", run)
-        assert len(committed) == TASKS and all(len(a) == 1 for a in committed.values()), committed
+        assert len(committed) == TASKS
+        assert_committed_once(committed)
 
 
 def test_run_reaches_succeeded_and_shows_progress(env):
@@ -101,6 +126,8 @@ def test_run_reaches_succeeded_and_shows_progress(env):
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
     env.assert_complete_submission(name)
     env.kube.wait_for(lambda: not env.sample_pods(name), 60, "sample pods deleted after commit")
+    policies = (env.kube.get("networkpolicies") or {}).get("items", [])
+    assert any(p["metadata"]["ownerReferences"][0]["name"] == name and not p["spec"].get("ingress") and "Ingress" in p["spec"]["policyTypes"] for p in policies)
     events = env.kube.run("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "name").stdout
     assert events.strip()
 
@@ -155,7 +182,8 @@ def test_model_faults_exhaust_retries_and_the_budget(env):
     assert failed["reason"] == "FailureBudgetExceeded" and "context_length" in failed["message"] and "budget of 2" in failed["message"]
     assert status["samples"]["failed"] >= 3 and status["samples"]["retried"] >= 3
     committed = result_keys(env.client, env.bucket, "out", name)
-    assert committed and all(sorted(a) in ([1], [1, 2]) for a in committed.values()), committed
+    assert committed and all([a for a, _ in attempts] in ([1], [1, 2]) for attempts in committed.values()), committed
+    assert all(status == "failed" for attempts in committed.values() for _, status in attempts)
     env.kube.wait_for(lambda: not [p for p in env.sample_pods(name) if p["status"].get("phase") in ("Pending", "Running")], 120, "live pods stopped")
 
 
