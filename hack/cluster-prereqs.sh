@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install everything the local cluster needs, idempotently: Debian packages, containerd and etcd
-# from trixie (unpacked into a private prefix, not installed), and the cached Go builds.
+# Install everything the local cluster and the tests need, idempotently: Debian packages,
+# containerd and etcd from trixie (unpacked into a private prefix, not installed), the cached Go
+# builds (Kubernetes, MinIO, kubeconform, kwok), kubectl and helm, and the podman images.
 # Usage: hack/cluster-prereqs.sh [--no-build]   (--no-build: packages and debs only)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -80,8 +81,13 @@ main() {
   with_lock debs fetch_deb etcd-server "$ETCD_VERSION"
   host_tools
   if [[ "${1:-}" != "--no-build" ]]; then
+    # Image builds wait mostly on the network; overlap them with the CPU-bound Go builds.
+    mkdir -p "$CACHE/logs"
+    "$HACK_DIR/images.sh" build >"$CACHE/logs/images-build.log" 2>&1 &
+    local images_pid=$!
     "$HACK_DIR/build-k8s.sh"
     "$HACK_DIR/build-tools.sh" all
+    wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
   fi
 }
 

@@ -71,6 +71,8 @@ build_pause() {
 # Dependency wheels for the operator image, keyed by the pins; downloaded on the host because
 # pip inside `podman build` cannot verify TLS here (and host CAs must not enter images).
 dependency_wheels() {
+  python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
+    die "python3 must be 3.11 (the image's bookworm interpreter) to fetch matching wheels"
   local key dir
   key="$(hash_files "$REPO_ROOT/constraints.txt" "$REPO_ROOT/pyproject.toml")"
   dir="$CACHE/wheels/$key"
