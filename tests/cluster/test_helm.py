@@ -80,6 +80,16 @@ class Helm:
         }
 
 
+def install(kube: Kube, helm: Helm, values: dict) -> None:
+    """helm install --wait; on failure, say why the operator pod is not ready."""
+    try:
+        helm("install", helm.release, str(CHART), "--wait", "--timeout", "5m", values=values)
+    except AssertionError as exc:
+        pods = kube.run("get", "pods", "-l", OPERATOR_SELECTOR, "-o", "wide", check=False).stdout
+        logs = kube.run("logs", "-l", OPERATOR_SELECTOR, "--tail=30", "--previous", check=False).stdout
+        raise AssertionError(f"{exc}\n--- operator pods ---\n{pods}\n--- last operator log ---\n{logs}") from None
+
+
 def adopt_crd(kube: Kube, release: str, namespace: str) -> None:
     """A CRD kept by an earlier release (or applied by hand) is handed to this release, as a user would."""
     if kube.run("get", "crd", CRD_NAME, check=False).returncode != 0:
@@ -151,7 +161,7 @@ def test_install_run_upgrade_uninstall(setup):
 
     # install: the operator runs in-cluster from the local image, in a restricted namespace.
     adopt_crd(kube, helm.release, ns)
-    helm("install", helm.release, str(CHART), "--wait", "--timeout", "5m", values=helm.base_values())
+    install(kube, helm, helm.base_values())
     kube.run("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     (first_pod,) = kube.wait_for(lambda: live(operator_pods(kube)), 120, "the operator pod running")
     pod = kube.get("pod", first_pod)
@@ -222,8 +232,7 @@ def test_uninstall_hook_releases_finalizers(setup):
     release = HOOK_RELEASE
     hooked = Helm(helm.kubeconfig, ns, release, helm.values_dir)
     adopt_crd(kube, release, ns)
-    hooked("install", release, str(CHART), "--wait", "--timeout", "5m",
-           values=hooked.base_values() | {"uninstall": {"releaseFinalizers": True}})
+    install(kube, hooked, hooked.base_values() | {"uninstall": {"releaseFinalizers": True}})
     kube.wait_for(lambda: live(operator_pods(kube)), 120, "the operator pod running")
     # A finalizer the operator does not add itself (an older build, or another tool) holds the run.
     manifest = run_manifest("held", ns, model_url=model_url, dataset=f"s3://{bucket}/dataset",

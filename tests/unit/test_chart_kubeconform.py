@@ -197,3 +197,14 @@ def test_kind_suffix_matches_kubeconform() -> None:
     assert kind_suffix("apps/v1") == "-apps-v1"
     assert kind_suffix("rbac.authorization.k8s.io/v1") == "-rbac-v1"
     assert kind_suffix("gdpval.io/v1alpha1") == "-gdpval-v1alpha1"
+
+
+def test_argocd_application_example_points_at_this_chart() -> None:
+    """Argo CD's Application has no schema here; check what can go stale: the path and the values."""
+    apps = {d["metadata"]["name"]: d for d in documents((EXAMPLES / "argocd-application.yaml").read_text())}
+    operator = apps["gdpval-operator"]["spec"]
+    assert (ROOT / operator["source"]["path"]) == CHART
+    values = operator["source"]["helm"]["valuesObject"]
+    docs = documents(render_text(values))
+    assert any(d["kind"] == "Deployment" for d in docs)
+    assert "ServerSideApply=true" in operator["syncPolicy"]["syncOptions"]
