@@ -51,7 +51,7 @@ def load(root: Path, tmp_path: Path, revision: str | None = None):
 def test_first_revision_loads_twelve_tasks_without_rubric(tmp_path):
     data = load(SAMPLE, tmp_path)
     assert len(data.tasks) == 12
-    assert data.ref.source == "local" and data.ref.location == str(SAMPLE)
+    assert data.ref.source == "local" and Path(data.ref.location).resolve() == SAMPLE.resolve()
     assert len(data.ref.revision) == 12
     assert [t.task_id for t in data.tasks] == sample_table().column("task_id").to_pylist()
     assert all(t.rubric_pretty == "" and t.rubric_json == "" for t in data.tasks)
