@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 IMAGE = os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE", "localhost/gdpval-sandbox:full-dev")
-NOT_BUILT = f"full sandbox image {IMAGE} is not built: run images/sandbox/build.sh (about 10-15 minutes)"
+NOT_BUILT = f"full sandbox image {IMAGE} is not built: run images/sandbox/build.sh (2-5 minutes, see images/sandbox/README.md)"
 
 CHECKS = r'''
 import json, os, subprocess, sys, time, traceback
