@@ -106,6 +106,18 @@ def test_retries_exhausted_count_as_failed_within_budget():
     assert all(s != "t0-r0" for s, _ in plan.create_pods)
 
 
+def test_out_of_retries_posts_sample_failed():
+    ledger = {"t0-r0": Entry(2, Outcome.running, pods=2)}
+    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0", 2, phase="Succeeded"),), probes={("t0-r0", 2): Probe(committed=BAD)}, spec=spec(failureBudget=5)))
+    assert [n.reason for n in plan.notes] == ["SampleFailed"] and "max_steps" in plan.notes[0].message
+
+
+def test_prepare_pod_not_starting_is_reported():
+    stuck = PodView("run-prepare-x", "prepare", "", 0, "Pending", False, NOW, waiting="ErrImagePull (prepare): not found", waiting_reason="ErrImagePull")
+    plan = decide(obs(samples=None, jobs={"prepare": job("prepare", active=1)}, pods=(stuck,)))
+    assert plan.reason == "PodsNotStarting" and "ErrImagePull" in plan.message
+
+
 def test_failure_budget_exceeded_fails_and_stops_pods():
     ledger = {s: Entry(2, Outcome.lost, ended=int(NOW), reason="PodFailed") for s in SAMPLES[:2]}
     ledger["t2-r0"] = Entry(1, Outcome.running)

@@ -218,8 +218,7 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     if probe is None:
         return
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
-    ended = entry.finish(obs.now, probe.committed, reason)
-    plan.ledger[pod.sample] = ended
+    ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
@@ -227,11 +226,19 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
         _delete(plan, pod)
 
 
+def _end(obs: Observed, plan: Plan, sample: str, ended: Entry) -> Entry:
+    """Record an ended attempt; a sample out of retries gets an Event saying why."""
+    plan.ledger[sample] = ended
+    if ended.outcome in (Outcome.failed, Outcome.lost) and ended.attempt >= max_attempts(obs.spec):
+        plan.notes.append(Note("SampleFailed", f"sample {sample} failed after {ended.attempt} attempt(s): {ended.reason}", warning=True))
+    return ended
+
+
 def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     why = _stuck(obs.spec, pod, obs.now)
     if why:
         # Still Pending: the agent never started, so no result can appear after this record.
-        plan.ledger[pod.sample] = entry.finish(obs.now, None, why)
+        _end(obs, plan, pod.sample, entry.finish(obs.now, None, why))
         message = pod.waiting or pod.unschedulable or f"Pending for {int(obs.now - pod.created)}s"
         plan.notes.append(Note("PodStuck", f"pod {pod.name} replaced: {message}", warning=True))
         _delete(plan, pod)
@@ -252,7 +259,7 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
         if probe is None or probe.pod_exists:
             continue
         if probe.committed is not None or probe.has_files:
-            plan.ledger[sample] = entry.finish(obs.now, probe.committed, "PodLost")
+            _end(obs, plan, sample, entry.finish(obs.now, probe.committed, "PodLost"))
             if probe.committed is None:
                 plan.notes.append(Note("AttemptLost", f"the pod of {sample} attempt {entry.attempt} disappeared mid-upload", warning=True))
             continue
@@ -353,7 +360,16 @@ def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
         plan.reason, plan.message = "ManifestUnreadable", obs.manifest_error
         return
     plan.reason, plan.message = "Preparing", f"the prepare Job {job.name} resolves the dataset and mirrors reference files"
-    plan.waiting += [f"{p.name}: {p.waiting or p.unschedulable}" for p in obs.pods if p.component == n.COMPONENT_PREPARE and (p.waiting or p.unschedulable)]
+    _job_pods_waiting(obs, plan, n.COMPONENT_PREPARE)
+
+
+def _job_pods_waiting(obs: Observed, plan: Plan, component: str) -> None:
+    """A Job whose pod cannot start says so in the conditions (the Job itself would only wait)."""
+    waiting = [f"{p.name}: {p.waiting or p.unschedulable}" for p in obs.pods if p.component == component and not p.terminal and (p.waiting or p.unschedulable)]
+    if waiting:
+        plan.waiting += waiting
+        plan.reason = "PodsNotStarting"
+        plan.message += f"; not starting: {'; '.join(waiting[:3])}"
 
 
 def _job_pod_message(obs: Observed, component: str) -> str:
@@ -379,6 +395,7 @@ def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
         return
     plan.reason = "SubmissionUnreadable" if job.succeeded and obs.submission_error else "Assembling"
     plan.message = obs.submission_error if job.succeeded and obs.submission_error else f"the assemble Job {job.name} builds the submission"
+    _job_pods_waiting(obs, plan, n.COMPONENT_ASSEMBLE)
 
 
 def _cleanup_jobs(obs: Observed, plan: Plan) -> None:
