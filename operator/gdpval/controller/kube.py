@@ -20,6 +20,10 @@ from gdpval.controller import names as n
 from gdpval.controller.reconcile import Blocker
 
 
+class SecretForbidden(Exception):
+    """RBAC keeps the operator from reading a Secret the run names."""
+
+
 class Conflict(Exception):
     """The ledger changed under us (another writer): the pass is abandoned and retried."""
 
@@ -53,11 +57,19 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return None
+            if exc.status == 403:
+                raise SecretForbidden(f"the operator may not read Secret {name!r} in {namespace}: grant it `get` on secrets there") from None
             raise
         return dict(secret.data or {}) | {k: "" for k in (secret.string_data or {})}
 
     def check_secrets(self, namespace: str, spec: api.GdpvalRunSpec) -> SecretCheck:
         """Missing Secrets or keys become blockers with the fix in the message, never exceptions."""
+        try:
+            return self._check_secrets(namespace, spec)
+        except SecretForbidden as exc:
+            return SecretCheck((Blocker("SecretForbidden", str(exc)),), None)
+
+    def _check_secrets(self, namespace: str, spec: api.GdpvalRunSpec) -> SecretCheck:
         blockers: list[Blocker] = []
         creds: dict[str, str] | None = None
         key_ref = spec.model.api_key_secret_ref

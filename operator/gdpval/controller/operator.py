@@ -52,6 +52,7 @@ from gdpval.storage import NotFound, StorageError
 log = logging.getLogger("gdpval.operator")
 RunKey = tuple[str, str]
 JOB_ERROR_SECONDS = 30.0
+REPORT_AFTER_ERRORS = 3
 
 
 @dataclass(frozen=True)
@@ -186,13 +187,27 @@ class Controller:
             except Conflict as exc:
                 log.info("run %s/%s: %s; retrying", *worker.key, exc)
                 delay = 1.0
-            except Exception:
+            except Exception as exc:
                 failed = True
                 worker.errors += 1
                 delay = min(60.0, 2.0 ** worker.errors)
                 log.exception("run %s/%s: reconcile failed; retrying in %.0fs", *worker.key, delay)
+                if worker.errors >= REPORT_AFTER_ERRORS:
+                    await self._report_error(worker, exc)
         self.metrics.observe_reconcile(time.monotonic() - started, failed)
         return delay
+
+    async def _report_error(self, worker: RunWorker, exc: Exception) -> None:
+        """Repeated failures show in the run's Ready condition instead of only in the operator's log."""
+        prev = worker.written or _status_of(worker.body)
+        if prev.state in TERMINAL_STATES:
+            return
+        message = f"the operator keeps failing to reconcile this run ({type(exc).__name__}: {exc}); it retries with backoff"
+        generation = worker.body.get("metadata", {}).get("generation", 0)
+        try:
+            await self._write_status(worker, blocked_status(prev, generation, "ReconcileError", message[:1024], time.time()))
+        except Exception:
+            log.warning("run %s/%s: could not report the error in status", *worker.key, exc_info=True)
 
     # --- one pass -------------------------------------------------------------------------------
 
