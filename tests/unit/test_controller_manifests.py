@@ -40,6 +40,7 @@ def test_sample_pod_is_restricted_and_owned():
     for c in containers(pod).values():
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsUser"] == 1000
+    assert {n: c["securityContext"]["readOnlyRootFilesystem"] for n, c in containers(pod).items()} == {"stage": True, "sandbox": False, "agent": True}
     owner = pod["metadata"]["ownerReferences"][0]
     assert owner["controller"] and owner["uid"] == "uid-1" and owner["kind"] == "GdpvalRun"
     assert spec["activeDeadlineSeconds"] == 7200

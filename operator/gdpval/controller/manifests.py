@@ -110,13 +110,16 @@ def s3_env(ctx: RunContext) -> list[dict[str, Any]]:
     return env
 
 
-def _container(ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, **extra: Any) -> dict[str, Any]:
+def _container(
+    ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, read_only: bool = True, **extra: Any
+) -> dict[str, Any]:
+    """Our own containers write only to their volumes; the sandbox keeps a writable root for the model's tools."""
     return {
         "name": name,
         "image": image,
         "imagePullPolicy": ctx.spec.images.pull_policy,
         "command": command,
-        "securityContext": dict(CONTAINER_SECURITY),
+        "securityContext": {**CONTAINER_SECURITY, "readOnlyRootFilesystem": read_only},
         "terminationMessagePolicy": "FallbackToLogsOnError",
         **_resources(res),
         **extra,
@@ -225,7 +228,7 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     sandbox = _container(
         ctx, "sandbox", ctx.sandbox_image,
         ["python3", "/opt/gdpval/toolserver.py", "--listen", f"127.0.0.1:{SANDBOX_PORT}", "--workspace", WORKSPACE],
-        res.sandbox, restartPolicy="Always", env=[token_env], workingDir=WORKSPACE,
+        res.sandbox, read_only=False, restartPolicy="Always", env=[token_env], workingDir=WORKSPACE,
         volumeMounts=[workspace, refs_ro],
         startupProbe={"exec": {"command": HEALTH_PROBE}, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 180},
     )
