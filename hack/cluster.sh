@@ -44,8 +44,8 @@ SYSCTLS=(net.ipv4.ip_forward fs.inotify.max_user_instances fs.inotify.max_user_w
          vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
          kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 # Host paths that components create outside $WORKDIR; removed on down unless they existed before.
-HOST_PATHS=(/var/lib/cni /var/log/containers /var/log/pods /run/containerd /var/run/netns
-            /opt/containerd /etc/kubernetes /var/lib/kubelet)
+HOST_PATHS=(/var/lib/cni /var/log/containers /var/log/pods /run/containerd /opt/containerd
+            /etc/kubernetes /var/lib/kubelet)
 
 export PATH="$CONTAINERD_PREFIX/usr/bin:$K8S_BIN:/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/bin:/bin"
 
@@ -390,6 +390,14 @@ node_ready() {
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
+# Ready as reported by a kubelet started at or after $1 (epoch seconds): after a restart the
+# node object still carries the previous kubelet's Ready status for a while.
+node_ready_since() {
+  local out
+  out="$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' 2>/dev/null)" || return 1
+  [[ "${out%% *}" == True ]] && (($(date -d "${out#* }" +%s) >= $1))
+}
+
 default_sa_ready() {
   kubectl -n default get serviceaccount default
 }
@@ -399,6 +407,7 @@ cluster_up() {
   mkdir -p "$WORKDIR" "$LOGS" "$RUN"
   if status_quiet; then
     log "cluster already up; kubeconfig: $ADMIN_KUBECONFIG"
+    echo "$ADMIN_KUBECONFIG"
     return 0
   fi
   local t0=$SECONDS
@@ -413,8 +422,14 @@ cluster_up() {
   start_controllers
   start_containerd
   "$HACK_DIR/images.sh" import-core
-  start_kubelet
-  wait_for "node $NODE_NAME Ready" 180 node_ready
+  if running kubelet; then
+    wait_for "node $NODE_NAME Ready" 180 node_ready
+  else
+    local kubelet_started
+    kubelet_started=$(($(date +%s) - 1))
+    start_kubelet
+    wait_for "node $NODE_NAME Ready" 180 node_ready_since "$kubelet_started"
+  fi
   wait_for "default service account" 60 default_sa_ready
   log "cluster up in $((SECONDS - t0))s; kubeconfig: $ADMIN_KUBECONFIG"
   echo "$ADMIN_KUBECONFIG"
@@ -515,9 +530,13 @@ restore_host_state() {
   fi
   if [[ -f "$STATE/paths.orig" ]]; then
     for p in "${HOST_PATHS[@]}"; do
-      if ! grep -qxF "$p" "$STATE/paths.orig"; then
-        rm -rf "$p"
+      [[ -e "$p" ]] || continue
+      grep -qxF "$p" "$STATE/paths.orig" && continue
+      if findmnt -rn -o TARGET | grep -q "^$p\(/\|\$\)"; then
+        log "warning: $p holds a mount; left in place"
+        continue
       fi
+      rm -rf --one-file-system "$p" || log "warning: could not remove $p"
     done
   fi
   rm -f "$STATE"/*.orig "$STATE/recorded"
@@ -539,7 +558,7 @@ cluster_down() {
   unmount_all
   remove_pod_cgroups
   # Pod sandboxes are gone: their addresses are free again.
-  rm -rf "$CNI_DIR/ipam" "$CTRD/runc" "$CTRD/state"
+  rm -rf --one-file-system "$CNI_DIR/ipam" "$CTRD/runc" "$CTRD/state"
   local l
   for l in $(ip -o link show type veth 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
     if [[ "$(ip -o link show "$l" 2>/dev/null)" == *"master $BRIDGE "* ]]; then
