@@ -165,7 +165,6 @@ def test_kstatus_reads_what_the_operator_writes(kstatus, tmp_path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="kstatus needs a Stalled=True condition to call a run Failed; the operator reports Failed/Ready=False only")
 def test_kstatus_sees_a_failed_run_as_failed(kstatus, tmp_path) -> None:
     path = tmp_path / "failed.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun", **_operator_status("Failed")}))

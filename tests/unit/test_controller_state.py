@@ -98,6 +98,7 @@ def test_status_while_running():
     assert cond(st, "Ready").status == "False" and cond(st, "Ready").reason == "SamplesRunning"
     assert cond(st, "Prepared").status == "True" and cond(st, "Running").status == "True"
     assert cond(st, "Failed").reason == "NoFailure" and cond(st, "Suspended").status == "False"
+    assert cond(st, "Stalled").status == "False"
     assert all(c.observed_generation == 3 for c in st.conditions)
     patch = status_patch(st)
     assert patch["samples"]["total"] == 2 and "submissionURI" not in patch and "modelAPIErrors" in patch

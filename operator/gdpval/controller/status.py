@@ -80,6 +80,8 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
         _cond("Succeeded", plan.state == "Succeeded", "SubmissionReady" if plan.state == "Succeeded" else ("RunFailed" if failed else "InProgress"), plan.message if plan.state == "Succeeded" else ""),
         _cond("Failed", failed, plan.reason if failed else "NoFailure", plan.message if failed else ""),
         _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", "no new pods start; running ones finish" if suspended else ""),
+        # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
+        _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]
 
 
