@@ -33,9 +33,17 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gdpval"
 CRD_NAME = "gdpvalruns.gdpval.io"
-# The images hack/images.sh built and imported; overridable to try another build of either.
-OPERATOR_IMAGE = os.environ.get("GDPVAL_TEST_OPERATOR_IMAGE") or image_ref("operator", "localhost/gdpval-operator:dev")
-SANDBOX_IMAGE = os.environ.get("GDPVAL_TEST_SANDBOX_IMAGE") or image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
+
+
+def operator_image() -> str:
+    """The image hack/images.sh built last (read after the cluster fixture rebuilt it); overridable."""
+    return os.environ.get("GDPVAL_TEST_operator_image()") or image_ref("operator", "localhost/gdpval-operator:dev")
+
+
+def sandbox_image() -> str:
+    return os.environ.get("GDPVAL_TEST_sandbox_image()") or image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
+
+
 OPERATOR_SELECTOR = "app.kubernetes.io/name=gdpval,app.kubernetes.io/component=operator"
 TASKS = 12
 RUN_TIMEOUT = 900
@@ -71,8 +79,8 @@ class Helm:
         return done
 
     def base_values(self) -> dict:
-        repo, tag = split_ref(OPERATOR_IMAGE)
-        sandbox_repo, sandbox_tag = split_ref(SANDBOX_IMAGE)
+        repo, tag = split_ref(operator_image())
+        sandbox_repo, sandbox_tag = split_ref(sandbox_image())
         return {
             "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
             "sandboxImage": {"repository": sandbox_repo, "tag": sandbox_tag},
@@ -165,7 +173,7 @@ def test_install_run_upgrade_uninstall(setup):
     kube.run("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     (first_pod,) = kube.wait_for(lambda: live(operator_pods(kube)), 120, "the operator pod running")
     pod = kube.get("pod", first_pod)
-    assert pod["spec"]["containers"][0]["image"] == OPERATOR_IMAGE
+    assert pod["spec"]["containers"][0]["image"] == operator_image()
     assert pod["spec"]["containers"][0]["command"] == ["gdpval", "operator"]
     assert pod["spec"]["containers"][0]["args"][:2] == ["--namespace", ns]
 
@@ -179,7 +187,7 @@ def test_install_run_upgrade_uninstall(setup):
     sample = (kube.get("pods", selector="gdpval.io/run=via-helm,app.kubernetes.io/component=sample") or {}).get("items", [])
     images = {c["name"]: c["image"] for p in sample for c in p["spec"]["containers"] + p["spec"].get("initContainers", [])}
     if images:
-        assert images.get("agent") == OPERATOR_IMAGE and images.get("sandbox") == SANDBOX_IMAGE, images
+        assert images.get("agent") == operator_image() and images.get("sandbox") == sandbox_image(), images
 
     assert refused_calls(kube.run("logs", first_pod).stdout) == []
 
