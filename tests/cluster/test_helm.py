@@ -37,11 +37,11 @@ CRD_NAME = "gdpvalruns.gdpval.io"
 
 def operator_image() -> str:
     """The image hack/images.sh built last (read after the cluster fixture rebuilt it); overridable."""
-    return os.environ.get("GDPVAL_TEST_operator_image()") or image_ref("operator", "localhost/gdpval-operator:dev")
+    return os.environ.get("GDPVAL_TEST_OPERATOR_IMAGE") or image_ref("operator", "localhost/gdpval-operator:dev")
 
 
 def sandbox_image() -> str:
-    return os.environ.get("GDPVAL_TEST_sandbox_image()") or image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
+    return os.environ.get("GDPVAL_TEST_SANDBOX_IMAGE") or image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
 
 
 OPERATOR_SELECTOR = "app.kubernetes.io/name=gdpval,app.kubernetes.io/component=operator"
