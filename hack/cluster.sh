@@ -82,9 +82,15 @@ start() {
   bin="$(component_binary "$name")"
   [[ -x "$bin" ]] || die "$name binary missing: $bin"
   log "starting $name (log: $LOGS/$name.log)"
-  # setsid: a component must outlive the shell (and pytest) that started it.
-  # 9>&-: the daemon must not inherit the lock held while `up` runs.
-  setsid "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  # setsid: a component must outlive the shell (and pytest) that started it. Descriptors above 2
+  # are closed so that no daemon keeps a caller's lock (flock) held for its whole life.
+  (
+    for fd in /proc/self/fd/*; do
+      fd="${fd##*/}"
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  ) &
   echo $! >"$RUN/$name.pid"
 }
 

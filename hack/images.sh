@@ -20,7 +20,8 @@ ctr() { "$CACHE/prefix/containerd/usr/bin/ctr" --address "$CTR_SOCK" -n k8s.io "
 # runc, not crun: crun refuses this machine's hybrid cgroup v1/v2 layout.
 podman() { command podman --log-level=error --runtime "$(command -v runc)" --cgroup-manager=cgroupfs "$@"; }
 
-hash_files() { sha256sum "$@" | sha256sum | cut -c1-12; }
+# Content only: the same files give the same tag from any checkout.
+hash_files() { cat "$@" | sha256sum | cut -c1-12; }
 
 debian_mirror() {
   local m
