@@ -27,7 +27,7 @@ build_minio() {
 
 build_kubeconform() {
   go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" \
-    "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin"
+    "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin" "-X main.version=$KUBECONFORM_VERSION"
   ln -sfn "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin/kubeconform" "$TOOLS_BIN/kubeconform"
 }
 
