@@ -27,7 +27,7 @@ run: setup
 
 test:
 	hack/setup.sh --test
-	.venv/bin/pytest tests
+	.venv/bin/pytest -n 2 tests
 
 .PHONY: sandbox-libs
 # Optional, for real local runs: the document libraries models reach for, from Debian, so the
