@@ -304,4 +304,8 @@ def main() -> None:
         app()
     except GdpvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter teardown: pyarrow's C++ thread pool can abort the process while it
+        # unwinds (seen as SIGABRT instead of exit 2), and nothing is left to clean up here.
+        os._exit(2)
