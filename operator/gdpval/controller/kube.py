@@ -138,40 +138,16 @@ class Kube:
 
     def create_pod(self, manifest: Mapping[str, Any]) -> str | None:
         """None when created (or already there); the API's message when it refused the pod."""
-        try:
-            self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
-        except ApiException as exc:
-            if exc.status == 409:
-                return None
-            if exc.status in (400, 403, 422):
-                return _api_message(exc)
-            raise
-        return None
+        return _create(self.core.create_namespaced_pod, manifest)
 
     def delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            self.core.delete_namespaced_pod(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        _delete(self.core.delete_namespaced_pod, namespace, name)
 
     def create_job(self, manifest: Mapping[str, Any]) -> str | None:
-        try:
-            self.batch.create_namespaced_job(manifest["metadata"]["namespace"], manifest)
-        except ApiException as exc:
-            if exc.status == 409:
-                return None
-            if exc.status in (400, 403, 422):
-                return _api_message(exc)
-            raise
-        return None
+        return _create(self.batch.create_namespaced_job, manifest)
 
     def delete_job(self, namespace: str, name: str) -> None:
-        try:
-            self.batch.delete_namespaced_job(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        _delete(self.batch.delete_namespaced_job, namespace, name)
 
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
         try:
@@ -212,3 +188,24 @@ def _api_message(exc: ApiException) -> str:
     except ValueError:
         return str(exc.reason)
 
+
+def _create(call: Any, manifest: Mapping[str, Any]) -> str | None:
+    """Creates are idempotent (409 means an earlier pass made it); a refusal returns its message."""
+    try:
+        call(manifest["metadata"]["namespace"], manifest)
+    except ApiException as exc:
+        if exc.status == 409:
+            return None
+        if exc.status in (400, 403, 422):
+            return _api_message(exc)
+        raise
+    return None
+
+
+def _delete(call: Any, namespace: str, name: str) -> None:
+    """Deletes are idempotent: a child already gone is what we wanted."""
+    try:
+        call(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
