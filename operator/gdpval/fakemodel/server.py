@@ -423,27 +423,12 @@ def start_background(
     return FakeModelServer(host, port, config).start()
 
 
-def serve(
-    host: str,
-    port: int,
-    *,
-    model: str = "scripted",
-    api_key: str | None = None,
-    faults: dict[str, float] | None = None,
-    seed: int = 0,
-    retry_after: float = 1.0,
-    latency: float = 0.0,
-    slow_seconds: float = 2.0,
-    fault_repeats: int = 1,
-) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down cleanly."""
-    server = start_background(
-        host, port, model=model, api_key=api_key, faults=faults, seed=seed, retry_after=retry_after,
-        latency=latency, slow_seconds=slow_seconds, fault_repeats=fault_repeats,
-    )
+def serve(host: str, port: int, **options: Any) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down cleanly; options are start_background's."""
+    server = start_background(host, port, **options)
     stop = threading.Event()
     previous = _install_signal_handlers(stop)
-    print(f"fake-model: serving model {model!r} at {server.base_url}", file=sys.stderr, flush=True)
+    print(f"fake-model: serving model {server.app.config.model!r} at {server.base_url}", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):
             pass
