@@ -347,14 +347,7 @@ def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
     if job is None and obs.spec.suspend:
         plan.state, plan.reason, plan.message = "Suspended", "Suspended", "suspended before the prepare Job started"
         return
-    if job is None:
-        plan.reason, plan.message = "Preparing", "creating the prepare Job"
-        if can_start:
-            plan.create_jobs.append(n.COMPONENT_PREPARE)
-        return
-    if job.failed:
-        detail = _job_pod_message(obs, n.COMPONENT_PREPARE) or job.message
-        _fail(obs, plan, "PrepareFailed", f"the prepare Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
+    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_PREPARE, can_start):
         return
     if job.succeeded and obs.manifest_error:
         plan.reason, plan.message = "ManifestUnreadable", obs.manifest_error
@@ -372,6 +365,24 @@ def _job_pods_waiting(obs: Observed, plan: Plan, component: str) -> None:
         plan.message += f"; not starting: {'; '.join(waiting[:3])}"
 
 
+_JOB_REASONS = {n.COMPONENT_PREPARE: ("Preparing", "PrepareFailed"), n.COMPONENT_ASSEMBLE: ("Assembling", "AssembleFailed")}
+
+
+def _job_missing_or_failed(obs: Observed, plan: Plan, job: JobView | None, component: str, can_start: bool) -> bool:
+    """Plan the Job's creation, or the run's failure with the pod's own message; True if either."""
+    waiting_reason, failed_reason = _JOB_REASONS[component]
+    if job is None:
+        plan.reason, plan.message = waiting_reason, f"creating the {component} Job"
+        if can_start:
+            plan.create_jobs.append(component)
+        return True
+    if job.failed:
+        detail = _job_pod_message(obs, component) or job.message
+        _fail(obs, plan, failed_reason, f"the {component} Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
+        return True
+    return False
+
+
 def _job_pod_message(obs: Observed, component: str) -> str:
     failed = [p for p in obs.pods if p.component == component and p.phase == "Failed"]
     return failed[-1].message if failed and failed[-1].message else ""
@@ -380,14 +391,7 @@ def _job_pod_message(obs: Observed, component: str) -> str:
 def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
     job = obs.jobs.get(n.COMPONENT_ASSEMBLE)
     plan.state = "Assembling"
-    if job is None:
-        plan.reason, plan.message = "Assembling", "creating the assemble Job"
-        if can_start:
-            plan.create_jobs.append(n.COMPONENT_ASSEMBLE)
-        return
-    if job.failed:
-        detail = _job_pod_message(obs, n.COMPONENT_ASSEMBLE) or job.message
-        _fail(obs, plan, "AssembleFailed", f"the assemble Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
+    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_ASSEMBLE, can_start):
         return
     if job.succeeded and obs.submission is not None:
         plan.state, plan.reason = "Succeeded", "SubmissionReady"
