@@ -78,13 +78,7 @@ class Kube:
         return next((c for c in self.run_status(name).get("conditions", []) if c["type"] == type_), {})
 
     def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.5) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        return wait_until(predicate, timeout, what, interval)
 
 
 @dataclass
@@ -191,3 +185,14 @@ INVALID = [
     ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
     ("sample deadline too short", lambda m: m["spec"]["samples"].update(deadlineSeconds=5), "spec.samples.deadlineSeconds"),
 ]
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.5) -> Any:
+    """Poll until `predicate` returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -31,6 +31,7 @@ from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, dump_manife
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
 from infra.paths import REPO_ROOT, cache_dir, versions
+from operator_support import wait_until
 from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
 pytestmark = [pytest.mark.cluster]
@@ -125,13 +126,7 @@ def env(control_plane, s3, tmp_path_factory):
 
 
 def _wait(predicate, timeout: float, what: str = "condition", interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, timeout, what, interval)
 
 
 def _now() -> str:
