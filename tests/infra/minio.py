@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import secrets
+import signal
 import shutil
 import socket
 import subprocess
@@ -77,7 +79,7 @@ class MinioServer:
                 [str(binary), "server", "--quiet", "--address", f"{self.host}:{self.port}",
                  "--console-address", f"{self.host}:{console}", str(self.data_dir / "data")],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=die_with_parent,
             )
             log.close()
             if self._wait_ready(timeout):
@@ -153,3 +155,9 @@ class MinioServer:
             "AWS_ENDPOINT_URL": self.endpoint_url,
             "AWS_REGION": self.region,
         }
+
+
+def die_with_parent() -> None:
+    """In the child: SIGKILL it when the test process dies, even by SIGKILL (no orphaned servers)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -37,3 +38,25 @@ def test_s3_env_reaches_server_from_subprocess(s3, s3_env):
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert bucket in out.stdout
     assert s3.client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+
+
+def test_server_dies_with_a_killed_test_process(tmp_path):
+    """A SIGKILLed pytest leaves no MinIO behind (the server gets SIGKILL with its parent)."""
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "from infra.minio import MinioServer; s = MinioServer(host='127.0.0.1').start();"
+        "print(s._proc.pid, flush=True); time.sleep(600)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code, tests_dir], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    raise AssertionError("MinIO outlived the process that started it")
