@@ -96,6 +96,17 @@ def test_s3_run_matches_the_local_run(dataset, model, tmp_path, s3_env, s3):
     assert pq.read_table(fetched).to_pylist() == submission_rows(local)
 
 
+def scratch(tmp_path: Path) -> dict[str, str]:
+    """A TMPDIR of the test's own: the runner's sandboxes live under it, so they can be told apart."""
+    (tmp_path / "scratch").mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp_path / "scratch")}
+
+
+def sandboxes_of(tmp_path: Path) -> list[str]:
+    """Processes (bubblewrap or tool server) whose command line names this test's scratch folder."""
+    return subprocess.run(["pgrep", "-f", str(tmp_path / "scratch")], capture_output=True, text=True).stdout.split()
+
+
 def committed(root: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in (root / "runs/t/samples").glob("*/attempt-*/result.json"):
@@ -104,17 +115,19 @@ def committed(root: Path) -> dict[str, int]:
 
 
 def test_sigkill_then_resume_never_reruns_committed_samples(dataset, tmp_path):
-    before_sandboxes = local_sandboxes()
     with start_background(host="127.0.0.1", port=0, latency=0.3) as slow:
         proc = subprocess.Popen([GDPVAL, *run_args(dataset, slow.base_url, str(tmp_path), "--concurrency", "2")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 120
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                env=scratch(tmp_path))
+        deadline, seen = time.monotonic() + 120, []
         while len(committed(tmp_path)) < 3 and time.monotonic() < deadline:
+            seen = seen or sandboxes_of(tmp_path)
             time.sleep(0.2)
+        assert seen  # the check below can see this run's sandboxes
         os.kill(proc.pid, signal.SIGKILL)  # the runner alone: its sandboxes must die with it
         proc.wait()
         time.sleep(1)
-        assert local_sandboxes() <= before_sandboxes
+        assert sandboxes_of(tmp_path) == []
         before = committed(tmp_path)
         assert 3 <= len(before) < 12
         first = {s: (tmp_path / f"runs/t/samples/{s}/attempt-1/result.json").read_text() for s in before}
@@ -229,16 +242,10 @@ def test_submission_build_rebuilds_the_same_package(dataset, model, tmp_path):
     assert info["submission_ready"] == 1.0 and "grader" in json.dumps(info).lower()
 
 
-def local_sandboxes() -> set[str]:
-    """Tool servers of local sandboxes (pods' listen on 127.0.0.1:7000, local ones on an fd)."""
-    return set(subprocess.run(["pgrep", "-f", "toolserver.py --listen fd:"], capture_output=True, text=True).stdout.split())
-
-
 def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
-    before_sandboxes = local_sandboxes()
     with start_background(host="127.0.0.1", port=0, latency=0.3) as slow:
         proc = subprocess.Popen([GDPVAL, *run_args(dataset, slow.base_url, str(tmp_path), "--concurrency", "2")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=scratch(tmp_path))
         deadline = time.monotonic() + 120
         while len(committed(tmp_path)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -246,7 +253,7 @@ def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
         stderr = proc.communicate(timeout=30)[1]
         assert proc.returncode == 130 and "resume" in stderr
         time.sleep(1)
-        assert local_sandboxes() <= before_sandboxes  # every sandbox of the run is gone
+        assert sandboxes_of(tmp_path) == []  # every sandbox of the run is gone
         before = committed(tmp_path)
         done = gdpval(*run_args(dataset, slow.base_url, str(tmp_path)))
     assert done.returncode == 0, done.stderr
