@@ -103,8 +103,19 @@ def scratch(tmp_path: Path) -> dict[str, str]:
 
 
 def sandboxes_of(tmp_path: Path) -> list[str]:
-    """Processes (bubblewrap or tool server) whose command line names this test's scratch folder."""
-    return subprocess.run(["pgrep", "-f", str(tmp_path / "scratch")], capture_output=True, text=True).stdout.split()
+    """Live processes (bubblewrap or tool server) whose command line names this test's scratch folder.
+
+    Zombies are left out: they are dead, only not yet reaped (this machine's PID 1 reaps slowly or never).
+    """
+    pids = subprocess.run(["pgrep", "-f", str(tmp_path / "scratch")], capture_output=True, text=True).stdout.split()
+    return [pid for pid in pids if _state(pid) not in ("Z", "X", "")]
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def committed(root: Path) -> dict[str, int]:

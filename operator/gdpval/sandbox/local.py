@@ -170,6 +170,7 @@ class LocalSandbox:
         self._id = secrets.token_hex(12)
         self._runtime: Path | None = None
         self._proc: subprocess.Popen | None = None
+        self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
 
     @staticmethod
     def _choose_isolation(isolation: Isolation) -> tuple[bool, str]:
@@ -250,19 +251,19 @@ class LocalSandbox:
             TOKEN_ENV: self.token,
         }
 
-    def _bwrap_argv(self, fd: int) -> list[str]:
+    def _bwrap_argv(self, fd: int, lifeline: int) -> list[str]:
         args = [BWRAP, *_namespace_args(self.network)]
         args += ["--bind", str(self.workspace), SANDBOX_WORKSPACE, "--dir", SANDBOX_REFERENCES]
         for dataset_path, host in sorted(self.references.items()):
             args += ["--ro-bind", str(host), f"/{dataset_path}"]
         args += ["--ro-bind", str(TOOLSERVER), SANDBOX_TOOLSERVER, "--remount-ro", "/", "--chdir", SANDBOX_WORKSPACE]
-        return args + ["--", self.python, SANDBOX_TOOLSERVER, *self._server_args(fd, SANDBOX_WORKSPACE)]
+        return args + ["--", self.python, SANDBOX_TOOLSERVER, *self._server_args(fd, lifeline, SANDBOX_WORKSPACE)]
 
-    def _plain_argv(self, fd: int) -> list[str]:
-        return [self.python, str(TOOLSERVER), *self._server_args(fd, str(self.workspace)), "--exit-with-parent"]
+    def _plain_argv(self, fd: int, lifeline: int) -> list[str]:
+        return [self.python, str(TOOLSERVER), *self._server_args(fd, lifeline, str(self.workspace))]
 
-    def _server_args(self, fd: int, workspace: str) -> list[str]:
-        return ["--listen", f"fd:{fd}", "--workspace", workspace, "--python", self.python]
+    def _server_args(self, fd: int, lifeline: int, workspace: str) -> list[str]:
+        return ["--listen", f"fd:{fd}", "--workspace", workspace, "--python", self.python, "--lifeline", str(lifeline)]
 
     def start(self) -> None:
         if self._proc is not None:
@@ -275,7 +276,7 @@ class LocalSandbox:
                 self._isolation_note,
             )
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-"))
+        self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-", dir=_socket_base()))
         (self._runtime / "tmp").mkdir()
         try:
             self._spawn()
@@ -288,19 +289,25 @@ class LocalSandbox:
             raise
 
     def _spawn(self) -> None:
+        """Start the server with its listening socket and the read end of a lifeline pipe.
+
+        Only this process holds the pipe's write end (non-inheritable), so however it dies, the
+        server reads end of file and exits, even as PID 1 of bubblewrap's pid namespace.
+        """
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lifeline, self._lifeline = os.pipe()
         try:
             listener.bind(str(self._runtime / "tool.sock"))
             listener.listen(64)
             fd = listener.fileno()
-            argv = self._bwrap_argv(fd) if self.isolated else self._plain_argv(fd)
+            argv = self._bwrap_argv(fd, lifeline) if self.isolated else self._plain_argv(fd, lifeline)
             with open(self._runtime / "toolserver.log", "wb") as server_log:
                 popen = functools.partial(
                     subprocess.Popen,
                     argv,
                     env=self._env(),
                     cwd=self.workspace,
-                    pass_fds=(fd,),
+                    pass_fds=(fd, lifeline),
                     stdin=subprocess.DEVNULL,
                     stdout=server_log,
                     stderr=subprocess.STDOUT,
@@ -309,6 +316,7 @@ class LocalSandbox:
                 self._proc = _spawner().submit(popen).result()
         finally:
             listener.close()
+            os.close(lifeline)
 
     def _server_log(self) -> str:
         try:
@@ -318,6 +326,9 @@ class LocalSandbox:
 
     def stop(self) -> None:
         """End the server and every process it started; remove the private folder."""
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
         if self._proc is not None:
             pgid = self._proc.pid
             _signal_group(pgid, signal.SIGTERM)
@@ -332,3 +343,10 @@ class LocalSandbox:
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None
+
+
+def _socket_base() -> str:
+    """Where the private socket folder goes: a unix socket path must fit in 108 bytes, so a long
+    TMPDIR (pytest's, say) falls back to /tmp."""
+    base = tempfile.gettempdir()
+    return base if len(base) <= 48 else "/tmp"

@@ -6,7 +6,7 @@ images (as /opt/gdpval/toolserver.py) and bound into bubblewrap sandboxes, so it
 any Python 3.9+.
 
     python3 toolserver.py --listen 127.0.0.1:PORT | unix:/path.sock | fd:N --workspace DIR
-                          [--max-output N] [--python PATH] [--token-file PATH] [--exit-with-parent]
+                          [--max-output N] [--python PATH] [--token-file PATH] [--lifeline FD]
 
 The bearer token comes from $GDPVAL_SANDBOX_TOKEN (removed from the environment before any
 command runs, so commands do not see it casually) or from --token-file. `fd:N` serves an
@@ -496,11 +496,15 @@ def _read_token(token_file: Optional[str]) -> str:
     return token
 
 
-def _watch_parent() -> None:
-    """Stop serving once the launcher is gone, so a killed runner leaves no sandbox behind."""
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(0.5)
+def _watch_lifeline(fd: int) -> None:
+    """Stop serving once the launcher is gone, so a killed runner leaves no sandbox behind.
+
+    The launcher holds the write end of a pipe and never writes: its death, however it dies, reads
+    as end of file here. Unlike watching the parent pid this works as PID 1 of a pid namespace,
+    where the parent is invisible and the kernel's parent-death signal may not be delivered.
+    """
+    while os.read(fd, 1):
+        pass
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -511,7 +515,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max-output", type=int, default=DEFAULT_MAX_OUTPUT, help="characters kept per call")
     parser.add_argument("--python", default=sys.executable, help="interpreter for python_exec")
     parser.add_argument("--token-file", help=f"file holding the bearer token (default: ${TOKEN_ENV})")
-    parser.add_argument("--exit-with-parent", action="store_true", help="exit when the launching process dies")
+    parser.add_argument("--lifeline", type=int, metavar="FD", help="exit when this pipe's writer (the launcher) is gone")
     args = parser.parse_args(argv)
     if args.max_output < 100:
         parser.error("--max-output must be at least 100")
@@ -531,8 +535,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     tools = Tools(workspace, args.python, args.max_output)
     server.tools, server.token = tools, token
     signal.signal(signal.SIGTERM, _on_term)
-    if args.exit_with_parent:
-        threading.Thread(target=_watch_parent, daemon=True).start()
+    if args.lifeline is not None:
+        threading.Thread(target=_watch_lifeline, args=(args.lifeline,), daemon=True).start()
     print(json.dumps({"listening": address}), flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
