@@ -1,11 +1,13 @@
-"""Classification and backoff of model API errors (the HTTP behaviour is tested against the scripted server)."""
+"""The agent loop: classification and backoff of model API errors, and the loop's retry, backoff,
+deadline and max-steps paths driven through its injected clock (no test here sleeps)."""
 
 import httpx2
 import openai
 import pytest
 
-from gdpval.agent.loop import classify, retry_delay
-from gdpval.sample import ErrorKind
+from gdpval.agent.loop import AgentLoop, AgentSettings, Clock, ModelSettings, classify, retry_delay
+from gdpval.agent.transcript import Transcript
+from gdpval.sample import ErrorKind, SampleStatus
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
 
@@ -44,3 +46,180 @@ def test_backoff_grows_and_is_capped():
     assert 0.5 <= retry_delay(exc, 0) <= 1.0
     assert 4.0 <= retry_delay(exc, 3) <= 8.0
     assert retry_delay(exc, 20) <= 60.0
+
+
+# The loop itself: a real openai client whose HTTP goes to an in-process stand-in of the model
+# endpoint, and a fake clock whose sleeps only advance the fake time.
+
+START = 1000.0
+
+
+def settings(max_steps: int = 250) -> tuple[ModelSettings, AgentSettings]:
+    """The loop's settings, built in this one place (the classes are moving from gdpval.manifest to gdpval.settings)."""
+    return ModelSettings(name="scripted"), AgentSettings(max_steps=max_steps)
+
+
+class FakeClock:
+    """Time stands still until something advances it; every sleep is recorded."""
+
+    def __init__(self) -> None:
+        self.t = START
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+    def clock(self) -> Clock:
+        return Clock(now=lambda: self.t, sleep=self.sleep)
+
+
+def reply(status: int, body: dict, headers: dict | None = None) -> httpx2.Response:
+    return httpx2.Response(status, headers=headers or {}, json=body)
+
+
+def error(status: int, message: str, code: str | None = None, headers: dict | None = None) -> httpx2.Response:
+    return reply(status, {"error": {"message": message, "type": "error", "param": None, "code": code}}, headers)
+
+
+def completion(message: dict) -> httpx2.Response:
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return reply(200, {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    })
+
+
+ANSWER = completion({"content": "All done."})
+TOOL_CALL = completion({"content": None, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]})
+
+
+class StandIn:
+    """The model endpoint: request n gets replies[n] (the last one repeats); each takes `latency` fake seconds."""
+
+    def __init__(self, fake: FakeClock, replies: list[httpx2.Response], latency: float = 0.0) -> None:
+        self.fake, self.replies, self.latency = fake, replies, latency
+        self.timeouts: list[float] = []
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.timeouts.append(request.extensions["timeout"]["read"])
+        self.fake.t += self.latency
+        return self.replies[min(len(self.timeouts), len(self.replies)) - 1]
+
+    def client(self) -> openai.OpenAI:
+        transport = httpx2.MockTransport(self.handle)
+        return openai.OpenAI(base_url="http://model.test/v1", api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport))
+
+
+class Output:
+    def __init__(self, output: str) -> None:
+        self.output, self.exit_code, self.timed_out = output, 0, False
+
+
+class Tools:
+    """The sandbox: every call answers at once, or after `cost` fake seconds."""
+
+    def __init__(self, fake: FakeClock, cost: float = 0.0) -> None:
+        self.fake, self.cost = fake, cost
+        self.calls: list[tuple[str, dict, float]] = []
+
+    def call(self, tool: str, arguments: dict, timeout: float) -> Output:
+        self.calls.append((tool, arguments, timeout))
+        self.fake.t += self.cost
+        return Output("file.txt")
+
+
+@pytest.fixture
+def no_jitter(monkeypatch):
+    """Backoff takes its full exponential value, so the recorded sleeps are exact."""
+    monkeypatch.setattr("gdpval.agent.loop.random.random", lambda: 1.0)
+
+
+def run_loop(tmp_path, fake: FakeClock, model: StandIn, tools: Tools | None = None, max_steps: int = 250,
+             deadline: float = float("inf")):
+    model_settings, agent_settings = settings(max_steps)
+    with Transcript(tmp_path / "transcript.jsonl") as transcript:
+        loop = AgentLoop(model.client(), model_settings, agent_settings, tools or Tools(fake), transcript, deadline, fake.clock())
+        return loop.run("system", "user")
+
+
+def test_429s_wait_as_long_as_retry_after_says(tmp_path):
+    fake = FakeClock()
+    model = StandIn(fake, [error(429, "slow down", "rate_limit_exceeded", {"retry-after": "7"}),
+                           error(429, "slow down", "rate_limit_exceeded", {"retry-after": "2.5"}), ANSWER])
+    outcome = run_loop(tmp_path, fake, model)
+    assert fake.sleeps == [7.0, 2.5]
+    assert (outcome.status, outcome.error_kind, outcome.text) == (SampleStatus.succeeded, None, "All done.")
+    assert (outcome.steps, outcome.api_errors, len(model.timeouts)) == (1, 2, 3)
+
+
+def test_500s_back_off_exponentially_up_to_the_cap_then_give_up(tmp_path, no_jitter):
+    fake = FakeClock()
+    model = StandIn(fake, [error(500, "the server had an error")])
+    outcome = run_loop(tmp_path, fake, model)
+    assert fake.sleeps == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert (outcome.status, outcome.error_kind) == (SampleStatus.failed, ErrorKind.server_error)
+    assert "the server had an error" in outcome.error
+    assert (outcome.steps, outcome.api_errors, len(model.timeouts)) == (0, 9, 9)
+
+
+def test_jitter_keeps_backoff_between_half_and_full(tmp_path, monkeypatch):
+    monkeypatch.setattr("gdpval.agent.loop.random.random", lambda: 0.0)
+    fake = FakeClock()
+    run_loop(tmp_path, fake, StandIn(fake, [error(503, "unavailable"), error(503, "unavailable"), ANSWER]))
+    assert fake.sleeps == [0.5, 1.0]
+
+
+def test_deadline_reached_during_backoff_ends_before_sleeping_past_it(tmp_path, no_jitter):
+    fake = FakeClock()
+    model = StandIn(fake, [error(500, "the server had an error")])
+    outcome = run_loop(tmp_path, fake, model, deadline=START + 10)
+    assert fake.sleeps == [1, 2, 4]  # the next backoff (8 s) would end after the deadline (3 s left)
+    assert (outcome.status, outcome.error_kind) == (SampleStatus.failed, ErrorKind.deadline)
+    assert "backing off" in outcome.error and outcome.api_errors == 4
+    assert model.timeouts == [10, 9, 7, 3]  # each request may take only what is left
+    assert fake.t <= START + 10
+
+
+def test_retry_after_past_the_deadline_is_not_waited_for(tmp_path):
+    fake = FakeClock()
+    model = StandIn(fake, [error(429, "slow down", "rate_limit_exceeded", {"retry-after": "30"})])
+    outcome = run_loop(tmp_path, fake, model, deadline=START + 10)
+    assert fake.sleeps == []
+    assert (outcome.error_kind, outcome.api_errors, len(model.timeouts)) == (ErrorKind.deadline, 1, 1)
+
+
+def test_deadline_spent_in_tools_stops_the_next_model_call(tmp_path):
+    fake = FakeClock()
+    model, tools = StandIn(fake, [TOOL_CALL], latency=1), Tools(fake, cost=4)
+    outcome = run_loop(tmp_path, fake, model, tools, deadline=START + 12)
+    # Two turns take 1 + 4 s each; the third call is made with 2 s left and its tool gets only 1 s.
+    assert [timeout for _, _, timeout in tools.calls] == [11, 6, 1]
+    assert model.timeouts == [12, 7, 2]
+    assert (outcome.status, outcome.error_kind, outcome.steps) == (SampleStatus.failed, ErrorKind.deadline, 3)
+    assert fake.sleeps == [] and outcome.api_errors == 0
+
+
+def test_max_steps_ends_a_model_that_never_answers(tmp_path):
+    fake = FakeClock()
+    model, tools = StandIn(fake, [TOOL_CALL]), Tools(fake)
+    outcome = run_loop(tmp_path, fake, model, tools, max_steps=3)
+    assert (outcome.status, outcome.error_kind, outcome.steps) == (SampleStatus.failed, ErrorKind.max_steps, 3)
+    assert "max_steps=3" in outcome.error
+    assert len(model.timeouts) == 3 and [(tool, args["command"]) for tool, args, _ in tools.calls] == [("bash", "ls")] * 3
+    assert outcome.usage.input_tokens == 30 and outcome.api_errors == 0 and fake.sleeps == []
+
+
+@pytest.mark.parametrize("response, kind", [
+    (error(400, "bad request"), ErrorKind.bad_request),
+    (error(400, "This model's maximum context length is 128000 tokens", "context_length_exceeded"), ErrorKind.context_length),
+    (error(401, "Incorrect API key provided", "invalid_api_key"), ErrorKind.auth),
+])
+def test_non_retryable_errors_end_the_attempt_at_once(tmp_path, response, kind):
+    fake = FakeClock()
+    model = StandIn(fake, [response, ANSWER])
+    outcome = run_loop(tmp_path, fake, model)
+    assert (outcome.status, outcome.error_kind, outcome.steps, outcome.api_errors) == (SampleStatus.failed, kind, 0, 1)
+    assert fake.sleeps == [] and len(model.timeouts) == 1
