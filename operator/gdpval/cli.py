@@ -258,6 +258,7 @@ def fake_model(
     fault: Annotated[Optional[list[str]], typer.Option(help="Inject a fault: KIND=RATE, e.g. 429=0.2 (repeatable).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for fault decisions.")] = 0,
     latency: Annotated[float, typer.Option(help="Seconds added to every response.")] = 0.0,
+    hold_after: Annotated[Optional[int], typer.Option(help="Hold chat replies after the first N, until POST /fake/release.")] = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.server import serve
@@ -269,7 +270,7 @@ def fake_model(
             faults[kind] = float(rate) if sep else 1.0
         except ValueError:
             raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
-    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency)
+    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after)
 
 
 @app.command("operator")

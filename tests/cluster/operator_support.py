@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from infra.paths import REPO_ROOT, cache_dir, versions
+from support.polling import wait_until
 
 CRD = REPO_ROOT / "crds" / "gdpval.io_gdpvalruns.yaml"
 SAMPLE = REPO_ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
@@ -128,11 +128,12 @@ def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, out
                  images: tuple[str, str], **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": {"name": "scripted", "baseURL": model_url},
-        "dataset": {"source": "s3", "id": dataset},
+        "dataset": {"id": dataset},
         "output": {"url": output_url, "endpoint": endpoint, "region": "us-east-1", "credentialsSecret": {"name": "s3-credentials"}},
         "images": {"agent": images[0], "sandbox": images[1], "pullPolicy": "Never"},
         "parallelism": 4,
-        "samples": {"retries": 1, "backoffSeconds": 1, "deadlineSeconds": 900, "pendingTimeoutSeconds": 300},
+        "agent": {"sampleDeadlineSeconds": 900},
+        "samples": {"retries": 1, "backoffSeconds": 1, "pendingTimeoutSeconds": 300},
     }
     for key, value in spec.items():
         if isinstance(value, dict) and isinstance(body.get(key), dict):
@@ -175,24 +176,13 @@ INVALID = [
     ("negative parallelism", lambda m: m["spec"].update(parallelism=-3), "should be greater than or equal to 1"),
     ("bad s3 url", lambda m: m["spec"]["output"].update(url="https://bucket/prefix"), "output.url must look like s3://bucket/prefix"),
     ("missing output", lambda m: m["spec"].pop("output"), "spec.output: Required value"),
-    ("s3 dataset without s3 id", lambda m: m["spec"]["dataset"].update(id="openai/gdpval"), "dataset.id must be an s3://bucket/prefix"),
+    ("local folder as dataset", lambda m: m["spec"]["dataset"].update(id="/data/gdpval"), "dataset.id must be a ModelScope dataset id"),
     ("budget over 100%", lambda m: m["spec"].update(failureBudget="150%"), "failureBudget must be a count"),
     ("zero repeats", lambda m: m["spec"].update(selection={"repeats": 0}), "spec.selection.repeats"),
     ("temperature too high", lambda m: m["spec"]["model"].update(temperature=5), "spec.model.temperature"),
     ("unknown pull policy", lambda m: m["spec"]["images"].update(pullPolicy="Sometimes"), "Unsupported value"),
     ("name too long", lambda m: m["metadata"].update(name="r" * 64), "at most 63 characters"),
-    ("model URL not http", lambda m: m["spec"]["model"].update(baseURL="ftp://host/v1"), "must be an http"),
+    ("model URL not http", lambda m: m["spec"]["model"].update(baseURL="ftp://host/v1"), "spec.model.baseURL in body should match"),
     ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
-    ("sample deadline too short", lambda m: m["spec"]["samples"].update(deadlineSeconds=5), "spec.samples.deadlineSeconds"),
+    ("sample deadline too short", lambda m: m["spec"]["agent"].update(sampleDeadlineSeconds=0), "spec.agent.sampleDeadlineSeconds"),
 ]
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5) -> Any:
-    """Poll until `predicate` returns something truthy; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

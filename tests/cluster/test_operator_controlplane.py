@@ -27,11 +27,12 @@ from gdpval.controller import api
 from gdpval.controller.api import OutputSpec
 from gdpval.controller.s3io import open_output
 from gdpval.dataset.models import DatasetRef, Sample, Task
-from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, dump_manifest
+from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
 from infra.paths import REPO_ROOT, cache_dir, versions
-from operator_support import wait_until
+from support import runs
+from support.polling import wait_until
 from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
 pytestmark = [pytest.mark.cluster]
@@ -162,10 +163,10 @@ class Env:
 
     def prepare(self, name: str, samples: int) -> list[str]:
         """What the prepare Job writes, then its completion as the Job controller would record it."""
-        record = RunRecord(run_name=name, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"), model=ModelSettings(name="scripted"))
+        record = runs.record(name, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"))
         entries = [ManifestEntry(sample=Sample.of(f"task{i}", 0), task=Task(task_id=f"task{i}", sector="s", occupation="o", prompt="p")) for i in range(samples)]
         self.storage.put_text(layout.manifest(name), dump_manifest(entries))
-        self.storage.put_text(layout.run_json(name), record.model_dump_json())
+        self.storage.put_text(layout.run_json(name), record.dump())
         self.complete_job(name, "prepare")
         return [e.sample.sample_id for e in entries]
 

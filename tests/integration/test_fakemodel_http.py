@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from gdpval.fakemodel import DELIVERABLE_NAME, FakeModelServer, parse_inventory, start_background
+from support.polling import wait_until
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {arg: {"type": "string"}}}}}
@@ -275,3 +276,57 @@ def test_serve_logs_url_and_stops_on_sigterm():
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_hold_lets_some_replies_through_then_holds_until_release(tmp_path: Path):
+    messages = first_request(tmp_path)
+    with start_background(hold_after=1) as gated:
+        client = client_for(gated, max_retries=0)
+
+        def ask() -> Any:
+            return client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+
+        assert ask().choices  # the one reply let through
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            pending = [pool.submit(ask) for _ in range(2)]
+            wait_until(lambda: gated.stats()["held"] == 2, 10, "two held requests", 0.05)
+            assert not any(future.done() for future in pending)
+            assert [m.id for m in client.models.list()] == ["scripted"]  # only chat replies are held
+            gated.release()
+            assert all(future.result(timeout=10).choices for future in pending)
+        stats = gated.stats()
+        assert (stats["held"], stats["completions"]) == (0, 3)
+        gated.hold()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            held = pool.submit(ask)
+            wait_until(lambda: gated.stats()["held"] == 1, 10, "a held request", 0.05)
+            gated.stop()  # lets held requests go, so no handler thread is left waiting
+            assert wait([held], timeout=10).done
+
+
+def test_cli_hold_and_http_control(tmp_path: Path):
+    gdpval = str(Path(sys.executable).with_name("gdpval"))
+    process = subprocess.Popen([gdpval, "fake-model", "--port", "0", "--hold-after", "0", "--api-key", "k"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = process.stderr.readline().rsplit(" ", 1)[-1].strip()
+        control = base_url.removesuffix("/v1") + "/fake"
+        auth = {"Authorization": "Bearer k"}
+        client = openai.OpenAI(base_url=base_url, api_key="k", max_retries=0)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(client.chat.completions.create, model="scripted", messages=first_request(tmp_path))
+            wait_until(lambda: httpx2.get(control + "/stats", headers=auth).json()["held"] == 1, 10, "a held request", 0.05)
+            assert httpx2.get(control + "/stats").status_code == 401
+            assert httpx2.post(control + "/hold", json={"after": -1}, headers=auth).status_code == 400
+            assert httpx2.post(control + "/hold", json={"after": "2"}, headers=auth).status_code == 400
+            assert httpx2.get(control + "/release", headers=auth).status_code == 405
+            assert httpx2.post(control + "/open", headers=auth).status_code == 404
+            assert not pending.done()
+            released = httpx2.post(control + "/release", headers=auth)
+            assert released.status_code == 200 and pending.result(timeout=10).choices
+        assert httpx2.post(control + "/hold", json={"after": 1}, headers=auth).json()["held"] == 0
+        stats = httpx2.get(control + "/stats", headers=auth).json()
+        assert (stats["requests"], stats["completions"]) == (1, 1)  # control requests are not model requests
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

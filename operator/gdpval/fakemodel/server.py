@@ -3,6 +3,11 @@
 Standard library only (``ThreadingHTTPServer``), so it runs wherever the package
 does. Only the configured model name is served; any other gets OpenAI's 404
 ``model_not_found``, which catches a misconfigured ``--model`` early.
+
+Tests steer a running server through ``/fake/``: ``POST /fake/hold`` (body ``{"after": n}``) lets
+``n`` more chat completions through and then holds every reply, ``POST /fake/release`` lets them
+all go, ``GET /fake/stats`` returns the counters, ``held`` among them. A test can so act (send a
+signal, kill a process) while requests are certainly in flight, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from gdpval.fakemodel import script
 # Per request: also leave hostile entries beside the deliverable, to test what collection refuses.
 HOSTILE_BODY_FIELD = "fake_hostile"
 FAULTS_BODY_FIELD = "fake_faults"
+CONTROL_PREFIX = "/fake/"
 _COUNTER_LIMIT = 10_000
 _CONTEXT_WINDOW = 128_000
 
@@ -42,11 +48,14 @@ class FakeModelConfig:
     slow_seconds: float = 2.0
     fault_repeats: int = 1
     latency: float = 0.0
+    hold_after: int | None = None  # hold chat replies after this many (None: never)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", script.validate_faults(self.faults))
         if self.fault_repeats < 1:
             raise ValueError("fault_repeats must be at least 1")
+        if self.hold_after is not None and self.hold_after < 0:
+            raise ValueError("hold_after must be at least 0")
         for name in ("retry_after", "slow_seconds", "latency"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a non-negative number of seconds")
@@ -97,17 +106,64 @@ class FiredFaults:
             return count < repeats
 
 
+class ReplyGate:
+    """Open, or holding chat requests once a budget of passes is used up, until released."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._passes: int | None = None  # None: open; n: requests still let through before holding
+        self._releases = 0
+        self._waiting = 0
+
+    def hold(self, after: Any = 0) -> None:
+        """Let ``after`` more requests through, then hold the rest."""
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError("after must be a whole number, at least 0")
+        with self._cond:
+            self._passes = after
+
+    def release(self) -> None:
+        """Let every held request go and open the gate."""
+        with self._cond:
+            self._passes = None
+            self._releases += 1
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return self._waiting
+
+    def pass_through(self) -> None:
+        """Return at once while open or while passes remain; otherwise block until a release."""
+        with self._cond:
+            if self._passes is None:
+                return
+            if self._passes > 0:
+                self._passes -= 1
+                return
+            releases = self._releases
+            self._waiting += 1
+            try:
+                self._cond.wait_for(lambda: self._releases != releases)
+            finally:
+                self._waiting -= 1
+
+
 class FakeModel:
     """Transport-free request handling: parse, authorise, plan, inject faults, shape replies."""
 
     def __init__(self, config: FakeModelConfig) -> None:
         self.config = config
+        self.gate = ReplyGate()
+        if config.hold_after is not None:
+            self.gate.hold(config.hold_after)
         self._fired = FiredFaults()
         self._stats: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def stats(self) -> dict[str, Any]:
-        """Counts of requests, completions, faults by kind and replies by HTTP status."""
+        """Counts of requests, completions, faults by kind, replies by HTTP status, and held requests."""
         with self._lock:
             counts = dict(self._stats)
         return {
@@ -115,6 +171,7 @@ class FakeModel:
             "completions": counts.get("completions", 0),
             "faults": _with_prefix(counts, "fault:"),
             "statuses": {int(k): v for k, v in _with_prefix(counts, "status:").items()},
+            "held": self.gate.waiting,
         }
 
     def count(self, *keys: str) -> None:
@@ -122,11 +179,31 @@ class FakeModel:
             self._stats.update(keys)
 
     def handle(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
-        """Route one request; every reply is counted by status."""
+        """Route one request; every model API reply is counted by status (control requests are not)."""
+        path = path.split("?", 1)[0].rstrip("/")
+        if path.startswith(CONTROL_PREFIX):
+            return self._check_key(authorization) or self._control(method, path, raw)
         self.count("requests")
-        reply = self._route(method, path.split("?", 1)[0].rstrip("/"), authorization, raw)
+        reply = self._route(method, path, authorization, raw)
         self.count(f"status:{reply.status}")
         return reply
+
+    def _control(self, method: str, path: str, raw: bytes) -> Reply:
+        action = path[len(CONTROL_PREFIX) :]
+        wanted = {"hold": "POST", "release": "POST", "stats": "GET"}.get(action)
+        if wanted is None:
+            return invalid(f"Unknown path {path}; try {CONTROL_PREFIX}hold, release or stats.", "unknown_url", status=404)
+        if method != wanted:
+            return invalid(f"Method {method} is not allowed on {path}.", "method_not_allowed", status=405)
+        if action == "hold":
+            try:
+                body = json.loads(raw or b"{}")
+                self.gate.hold(body.get("after", 0) if isinstance(body, dict) else None)
+            except ValueError as exc:
+                return invalid(f"Send {{\"after\": n}} with a whole number n >= 0: {exc}.", param="after")
+        elif action == "release":
+            self.gate.release()
+        return Reply(200, self.stats())
 
     def _route(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
         wanted = {"/v1/models": "GET", "/v1/chat/completions": "POST"}.get(path)
@@ -167,6 +244,7 @@ class FakeModel:
         return invalid(message, "model_not_found", status=404)
 
     def _chat(self, raw: bytes) -> Reply:
+        self.gate.pass_through()
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:
@@ -388,10 +466,18 @@ class FakeModelServer:
     def stats(self) -> dict[str, Any]:
         return self.app.stats()
 
+    def hold(self, after: int = 0) -> None:
+        """Let ``after`` more chat completions through, then hold every reply until ``release``."""
+        self.app.gate.hold(after)
+
+    def release(self) -> None:
+        self.app.gate.release()
+
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
+        self.app.gate.release()  # held handlers answer and end
         if self._thread.is_alive():
             self._httpd.shutdown()
         self._httpd.close_connections()
@@ -417,9 +503,12 @@ def start_background(
     latency: float = 0.0,
     slow_seconds: float = 2.0,
     fault_repeats: int = 1,
+    hold_after: int | None = None,
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
-    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency)
+    config = FakeModelConfig(
+        model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after
+    )
     return FakeModelServer(host, port, config).start()
 
 
