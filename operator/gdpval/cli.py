@@ -14,35 +14,22 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
+from pydantic import ValidationError
+
+from gdpval import contract
 from gdpval.errors import GdpvalError
+from gdpval.settings import FlagSpec, Path_, flag_specs
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
 submission_app = typer.Typer(no_args_is_help=True, help="Build or inspect a submission package.")
 app.add_typer(submission_app, name="submission")
 err = Console(stderr=True)
 
-DEFAULT_DATASET = "openai-mirror/gdpval"
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
+SETTINGS_PANEL = "Run settings (pinned when the run starts, except --parallelism)"
 
 Output = Annotated[str, typer.Option("--output", "-o", help="Local folder or s3://bucket/prefix.")]
 RunName = Annotated[str, typer.Option("--run-name", help="Name of the run; re-using it resumes the run.")]
-Dataset = Annotated[str, typer.Option(help="ModelScope dataset id, local folder (HF layout) or s3:// prefix.")]
-Revision = Annotated[Optional[str], typer.Option(help="Dataset revision to pin (default: latest, or the run's).")]
-Split = Annotated[str, typer.Option(help="Dataset split.")]
-Model = Annotated[str, typer.Option(help="Model name sent to the endpoint.")]
-BaseUrl = Annotated[Optional[str], typer.Option(help="OpenAI-compatible base URL (or OPENAI_BASE_URL).")]
-Temperature = Annotated[Optional[float], typer.Option(help="Sampling temperature.")]
-MaxTokens = Annotated[Optional[int], typer.Option(help="max_tokens per model response.")]
-ExtraBody = Annotated[Optional[str], typer.Option(help="JSON object merged into every request body.")]
-MaxSteps = Annotated[int, typer.Option(min=1, help="Model turns before a sample fails.")]
-CommandTimeout = Annotated[float, typer.Option(min=1, help="Seconds before a tool command is killed.")]
-SampleDeadline = Annotated[Optional[float], typer.Option(min=1, help="Wall-clock seconds per sample attempt.")]
-Network = Annotated[bool, typer.Option("--network/--no-network", help="Let sandboxes reach the network.")]
-Limit = Annotated[Optional[int], typer.Option(min=1, help="Run at most this many tasks.")]
-TaskIds = Annotated[Optional[list[str]], typer.Option("--task-id", help="Only this task (repeatable).")]
-Sectors = Annotated[Optional[list[str]], typer.Option("--sector", help="Only tasks of this sector (repeatable).")]
-Occupations = Annotated[Optional[list[str]], typer.Option("--occupation", help="Only this occupation (repeatable).")]
-Repeats = Annotated[int, typer.Option(min=1, help="Samples per task.")]
 CacheDir = Annotated[Path, typer.Option(help="Where dataset files are cached.")]
 
 
@@ -50,9 +37,41 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "run"
 
 
-def _json_object(text: str | None, flag: str) -> dict[str, Any]:
+def _option(spec: FlagSpec) -> inspect.Parameter:
+    kind: Any = list[spec.kind] if spec.multiple else spec.kind
+    if spec.default is None:
+        kind = Optional[kind]
+    option = typer.Option(*spec.names, help=spec.help, rich_help_panel=SETTINGS_PANEL, show_default=spec.default is not None)
+    return inspect.Parameter(spec.param, inspect.Parameter.KEYWORD_ONLY, default=spec.default, annotation=Annotated[kind, option])
+
+
+def settings_options(command):
+    """Give a command one option per run setting (declared once, in gdpval.settings) and a typer.Context.
+
+    The options reach the command through **options; `given_settings` keeps those the user typed.
+    """
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + [_option(spec) for spec in flag_specs()]
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+def given_settings(ctx: typer.Context, options: dict[str, Any]) -> dict[Path_, Any]:
+    """The settings given on the command line or by environment (defaults are not "given")."""
+    given: dict[Path_, Any] = {}
+    for spec in flag_specs():
+        source = ctx.get_parameter_source(spec.param)
+        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):  # by name: typer may bundle its own click
+            continue
+        value = options[spec.param]
+        given[spec.path] = _json_object(value, spec.flag) if spec.json else value
+    return given
+
+
+def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
     if not text:
-        return {}
+        return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -62,118 +81,52 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any]:
     return value
 
 
-def _settings(p: dict[str, Any], limits: dict[str, int | None]):
-    from gdpval.manifest import AgentSettings, ModelSettings, Selection
+def _output(given: dict[Path_, Any]):
+    """The output storage named by --output and the --s3-* flags (never by a stored run)."""
+    from gdpval.settings import OutputSettings, nest
+    from gdpval.storage import open_storage
 
-    selection = Selection(
-        limit=p["limit"],
-        task_ids=p["task_id"] or [],
-        sectors=p["sector"] or [],
-        occupations=p["occupation"] or [],
-        repeats=p["repeats"],
-    )
-    model = ModelSettings(
-        name=p["model"],
-        base_url=p["base_url"],
-        temperature=p["temperature"],
-        max_tokens=p["max_tokens"],
-        extra_body=_json_object(p["extra_body"], "--extra-body"),
-    )
-    agent = AgentSettings(
-        max_steps=p["max_steps"],
-        command_timeout=p["command_timeout"],
-        sample_deadline=p["sample_deadline"],
-        network=p["network"],
-        **{name: value for name, value in limits.items() if value},
-    )
-    return selection, model, agent
-
-
-def _plan(storage, run_name: str, params: dict[str, Any], limits: dict[str, int | None]):
-    """Load the dataset (pinned to the run's revision on resume) and choose the samples."""
-    from gdpval.dataset.loader import load_dataset
-    from gdpval.manifest import RunRecord
-    from gdpval.runner.prepare import plan
-    from gdpval.storage import NotFound, layout
-
-    revision = params["revision"]
     try:
-        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(run_name)))
-        revision = revision or stored.dataset.revision
-    except NotFound:
-        pass
-    dataset = load_dataset(params["dataset"], revision=revision, split=params["split"], cache_dir=params["cache_dir"])
-    selection, model, agent = _settings(params, limits)
-    record, entries = plan(run_name, dataset, params["split"], selection, model, agent)
-    return dataset, record, entries
-
-
-def _plan_options(
-    *,
-    model: Model,
-    dataset: Dataset = DEFAULT_DATASET,
-    revision: Revision = None,
-    split: Split = "train",
-    base_url: BaseUrl = None,
-    temperature: Temperature = None,
-    max_tokens: MaxTokens = None,
-    extra_body: ExtraBody = None,
-    max_steps: MaxSteps = 250,
-    command_timeout: CommandTimeout = 180.0,
-    sample_deadline: SampleDeadline = None,
-    network: Network = False,
-    limit: Limit = None,
-    task_id: TaskIds = None,
-    sector: Sectors = None,
-    occupation: Occupations = None,
-    repeats: Repeats = 1,
-    cache_dir: CacheDir = DEFAULT_CACHE,
-) -> None:
-    """The dataset, selection, model and agent options of `run` and `prepare`, declared once."""
-
-
-def plan_options(command):
-    """Append _plan_options' parameters to a command; they reach it through **options."""
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    shared = list(inspect.signature(_plan_options, eval_str=True).parameters.values())
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own + shared]
-    command.__signature__ = inspect.Signature(params)
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    return command
+        output = OutputSettings.model_validate(nest(given).get("output", {}))
+    except ValidationError as exc:
+        raise GdpvalError(f"output: {exc.errors()[0]['msg']}") from None
+    storage = open_storage(output)
+    storage.check()
+    return storage
 
 
 @app.command()
-@plan_options
+@settings_options
 def run(
-    output: Output = "./gdpval-output",
+    ctx: typer.Context,
     run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: from the model name); re-using it resumes.")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Samples running at once.")] = 4,
     isolation: Annotated[str, typer.Option(help="Sandbox isolation: auto, bwrap or none.")] = "auto",
     retry_failed: Annotated[bool, typer.Option(help="On resume, also run again samples whose result is a failure.")] = False,
-    max_deliverable_mb: Annotated[Optional[int], typer.Option(min=1, help="Largest deliverable file kept, in MiB.")] = None,
-    max_deliverable_files: Annotated[Optional[int], typer.Option(min=1, help="Most deliverable files kept per sample.")] = None,
     preflight: Annotated[bool, typer.Option(help="Check the model endpoint before starting.")] = True,
+    cache_dir: CacheDir = DEFAULT_CACHE,
     **options: Any,
 ) -> None:
     """Run GDPval samples in local sandboxes and build the submission."""
     from gdpval.agent.client import make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.runner.local import LocalOptions, LocalRunner, pending
-    from gdpval.runner.prepare import save_or_resume
+    from gdpval.runner.prepare import load_and_plan, save_or_resume
     from gdpval.runner.progress import Progress, Tally
-    from gdpval.storage import layout, open_storage
+    from gdpval.storage import layout
     from gdpval.submission.build import build_submission
 
     if isolation not in ("auto", "bwrap", "none"):
         raise GdpvalError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
-    run_name = run_name or slug(options["model"])
-    limits = {"max_deliverable_bytes": max_deliverable_mb and max_deliverable_mb * 1024 * 1024, "max_deliverable_files": max_deliverable_files}
-    storage = open_storage(output)
-    storage.check()
-    client = make_client(options["base_url"])
-    loaded, record, entries = _plan(storage, run_name, options, limits)
+    given = given_settings(ctx, options)
+    if not run_name and ("model", "name") not in given:
+        raise GdpvalError("--model is required (with --run-name alone, an existing run resumes)")
+    run_name = run_name or slug(given[("model", "name")])
+    storage = _output(given)
+    loaded, record, entries = load_and_plan(storage, run_name, given, cache_dir)
+    settings = record.settings
+    client = make_client(settings.model.base_url)
     if preflight:
-        check_endpoint(client, options["model"])
+        check_endpoint(client, settings.model.name)
     record, entries, _ = save_or_resume(storage, record, entries)
     todo = pending(entries, list(storage.list(layout.samples(run_name))), retry_failed, storage, run_name)
     out = Console(soft_wrap=True)
@@ -181,7 +134,7 @@ def run(
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
     try:
         with Progress(tally, out) as progress:
-            runner = LocalRunner(storage, record, loaded, client, LocalOptions(concurrency, isolation, retry_failed), progress.event)
+            runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, isolation, retry_failed), progress.event)
             runner.run(todo)
     except KeyboardInterrupt:
         err.print("interrupted: committed samples are kept; run the same command again to resume")
@@ -196,15 +149,22 @@ def run(
 
 
 @app.command()
-@plan_options
-def prepare(run_name: RunName, output: Output, **options: Any) -> None:
+def prepare(
+    run_name: RunName,
+    settings: Annotated[str, typer.Option(envvar=contract.SETTINGS_ENV, help="The run settings as a JSON object (camelCase, as in run.json).")],
+    cache_dir: CacheDir = DEFAULT_CACHE,
+) -> None:
     """Pin the dataset, choose samples, mirror references and write the manifest (the prepare Job)."""
-    from gdpval.runner.prepare import mirror_references, save_or_resume
-    from gdpval.storage import open_storage
+    from gdpval.runner.prepare import describe_invalid, load_and_plan, mirror_references, save_or_resume
+    from gdpval.settings import RunSettings, leaves
 
-    storage = open_storage(output)
-    storage.check()
-    loaded, record, entries = _plan(storage, run_name, options, {})
+    try:
+        parsed = RunSettings.model_validate_json(settings)
+    except ValidationError as exc:
+        raise GdpvalError(describe_invalid(exc, flags=False)) from None
+    given = leaves(parsed)
+    storage = _output(given)
+    loaded, record, entries = load_and_plan(storage, run_name, given, cache_dir, flags=False)
     record, entries, resumed = save_or_resume(storage, record, mirror_references(storage, loaded, entries))
     print(json.dumps({"run": record.run_name, "samples": len(entries), "revision": record.dataset.revision, "resumed": resumed}))
 
@@ -214,7 +174,7 @@ def stage(
     run_name: RunName,
     output: Output,
     sample: Annotated[str, typer.Option(help="Sample id from the manifest.")],
-    dest: Annotated[Path, typer.Option(help="Folder to lay out as <hash>/<name>.")] = Path("/reference_files"),
+    dest: Annotated[Path, typer.Option(help="Folder to lay out as <hash>/<name>.")] = Path(contract.REFERENCES),
 ) -> None:
     """Copy one sample's reference files from storage (the stage init container)."""
     from gdpval.runner.pod import stage as stage_refs
@@ -230,7 +190,7 @@ def sample_cmd(
     output: Output,
     sample: Annotated[str, typer.Option(help="Sample id from the manifest.")],
     attempt: Annotated[int, typer.Option(min=1, help="Attempt number.")],
-    sandbox: Annotated[str, typer.Option(help="Tool server address.")] = "http://127.0.0.1:7000",
+    sandbox: Annotated[str, typer.Option(help="Tool server address.")] = contract.SANDBOX_URL,
 ) -> None:
     """Run one sample attempt against the sidecar sandbox and commit it (the agent container)."""
     from gdpval.runner.pod import run_sample

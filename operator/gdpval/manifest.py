@@ -9,49 +9,57 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from gdpval.dataset.models import DatasetRef, Sample, Task
+from gdpval.settings import RunSettings
 
 
-class Selection(BaseModel):
-    limit: int | None = Field(default=None, ge=1)
-    task_ids: list[str] = Field(default_factory=list)
-    sectors: list[str] = Field(default_factory=list)
-    occupations: list[str] = Field(default_factory=list)
-    repeats: int = Field(default=1, ge=1)
-
-
-class ModelSettings(BaseModel):
-    """Model endpoint settings; the API key is never stored here."""
-
-    name: str
-    base_url: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-
-
-class AgentSettings(BaseModel):
-    max_steps: int = Field(default=250, ge=1)
-    command_timeout: float = Field(default=180.0, gt=0)
-    sample_deadline: float | None = Field(default=None, gt=0)  # wall-clock seconds per attempt
-    network: bool = False
-    max_deliverable_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
-    max_deliverable_files: int = Field(default=200, ge=1)
+FORMAT = 2
+_MIB = 1024 * 1024
 
 
 class RunRecord(BaseModel):
-    """runs/<run>/run.json: the resolved spec and pinned dataset revision."""
+    """runs/<run>/run.json: the run's settings and the dataset revision it pinned."""
 
+    format: int = FORMAT
     run_name: str
+    settings: RunSettings
     dataset: DatasetRef
-    split: str = "train"
-    selection: Selection = Field(default_factory=Selection)
-    model: ModelSettings
-    agent: AgentSettings = Field(default_factory=AgentSettings)
     created_at: float = 0.0
     gdpval_version: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read run.json as 0.1.0 wrote it (settings spread over top-level sections)."""
+        if isinstance(data, dict) and "settings" not in data and "agent" in data:
+            return upgrade_0_1(data)
+        return data
+
+    def dump(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
+
+
+def upgrade_0_1(old: dict[str, Any]) -> dict[str, Any]:
+    agent, dataset = old.get("agent") or {}, old.get("dataset") or {}
+    settings = {
+        "model": {k: v for k, v in (old.get("model") or {}).items() if v not in (None, {})},
+        "dataset": {"id": dataset.get("location"), "split": old.get("split", "train")},
+        "selection": old.get("selection") or {},
+        "agent": {
+            "max_steps": agent.get("max_steps", 250),
+            "command_timeout_seconds": int(agent.get("command_timeout", 180)),
+            "sample_deadline_seconds": agent.get("sample_deadline") and int(agent["sample_deadline"]),
+        },
+        "sandbox": {"network": agent.get("network", False)},
+        "deliverables": {
+            "max_file_mib": max(1, agent.get("max_deliverable_bytes", 200 * _MIB) // _MIB),
+            "max_files": agent.get("max_deliverable_files", 200),
+        },
+    }
+    keep = ("run_name", "dataset", "created_at", "gdpval_version")
+    return {"format": FORMAT, **{k: old[k] for k in keep if k in old}, "settings": settings}
 
 
 class ReferenceFile(BaseModel):
@@ -73,4 +81,5 @@ def dump_manifest(entries: list[ManifestEntry]) -> str:
 
 
 def load_manifest(text: str) -> list[ManifestEntry]:
-    return [ManifestEntry.model_validate_json(line) for line in text.splitlines() if line.strip()]
+    """Split on newlines only: str.splitlines() would also cut at U+2028 and friends inside a prompt."""
+    return [ManifestEntry.model_validate_json(line) for line in text.split("\n") if line.strip()]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gdpval.dataset.models import DatasetRef, Sample, Task
-from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, Selection, dump_manifest
+from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest
+from gdpval.settings import RunSettings
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, Usage
 from gdpval.storage import Storage, layout
 
@@ -24,16 +25,18 @@ def entries(tasks: list[Task], repeats: int = 1) -> list[ManifestEntry]:
     return [ManifestEntry(sample=Sample.of(t.task_id, r), task=t) for t in tasks for r in range(repeats)]
 
 
+def record(run: str, repeats: int = 1, dataset: DatasetRef | None = None, model: str = "scripted") -> RunRecord:
+    """A run record as prepare writes it: default settings but for the model and repeats."""
+    dataset = dataset or DatasetRef(source="modelscope", location="openai-mirror/gdpval", revision="a" * 40)
+    settings = RunSettings.model_validate({"model": {"name": model}, "selection": {"repeats": repeats}, "dataset": {"id": dataset.location}})
+    return RunRecord(run_name=run, settings=settings, dataset=dataset)
+
+
 def write_run(storage: Storage, run: str, items: list[ManifestEntry], repeats: int = 1) -> RunRecord:
-    record = RunRecord(
-        run_name=run,
-        dataset=DatasetRef(source="modelscope", location="openai-mirror/gdpval", revision="a" * 40),
-        selection=Selection(repeats=repeats),
-        model=ModelSettings(name="scripted"),
-    )
-    storage.put_text(layout.run_json(run), record.model_dump_json())
+    written = record(run, repeats)
+    storage.put_text(layout.run_json(run), written.dump())
     storage.put_text(layout.manifest(run), dump_manifest(items))
-    return record
+    return written
 
 
 def succeeded(entry: ManifestEntry, attempt: int, files: dict[str, bytes], text: str = "done") -> SampleResult:

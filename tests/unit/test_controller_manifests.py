@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from gdpval import contract
 from gdpval.controller import manifests as m
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec
+from gdpval.settings import RunSettings
 
 LONG_RUN = "a-very-long-gdpval-run-name-that-goes-on-and-on-for-sixty-chars"
 
@@ -43,12 +47,12 @@ def test_sample_pod_is_restricted_and_owned():
     assert {n: c["securityContext"]["readOnlyRootFilesystem"] for n, c in containers(pod).items()} == {"stage": True, "sandbox": False, "agent": True}
     owner = pod["metadata"]["ownerReferences"][0]
     assert owner["controller"] and owner["uid"] == "uid-1" and owner["kind"] == "GdpvalRun"
-    assert spec["activeDeadlineSeconds"] == 7200
+    assert spec["activeDeadlineSeconds"] == 7200 + m.POD_DEADLINE_MARGIN
 
 
 def test_secrets_reach_only_the_containers_that_need_them():
     c = containers(m.sample_pod(ctx(), "task-1-r0", 1, "tok"))
-    assert secret_refs(c["sandbox"]) == set() and env_names(c["sandbox"]) == {m.TOKEN_ENV}
+    assert secret_refs(c["sandbox"]) == set() and env_names(c["sandbox"]) == {contract.TOKEN_ENV}
     assert secret_refs(c["agent"]) == {"openai", "s3creds"} and "OPENAI_API_KEY" in env_names(c["agent"])
     assert "OPENAI_API_KEY" not in env_names(c["stage"]) and secret_refs(c["stage"]) == {"s3creds"}
 
@@ -59,7 +63,7 @@ def test_pod_layout_matches_the_contract():
     assert [x["name"] for x in pod["spec"]["initContainers"]] == ["stage", "sandbox"]
     assert c["sandbox"]["restartPolicy"] == "Always" and "exec" in c["sandbox"]["startupProbe"]
     assert c["sandbox"]["command"][:2] == ["python3", "/opt/gdpval/toolserver.py"] and "127.0.0.1:7000" in c["sandbox"]["command"]
-    assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == ["--sample", "task-1-r0", "--attempt", "3", "--sandbox", m.SANDBOX_URL]
+    assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == ["--sample", "task-1-r0", "--attempt", "3", "--sandbox", contract.SANDBOX_URL]
     mounts = {(x["name"], x.get("readOnly", False)) for x in c["sandbox"]["volumeMounts"]}
     assert mounts == {("workspace", False), ("references", True)}
     assert ("references", True) in {(x["name"], x.get("readOnly", False)) for x in c["agent"]["volumeMounts"]}
@@ -103,27 +107,28 @@ def test_our_labels_win_over_user_labels():
     assert pod["metadata"]["labels"][n.L_RUN_UID] == "uid-1"
 
 
-def test_prepare_args_follow_the_spec():
-    args = m.prepare_args(ctx(
-        dataset={"source": "s3", "id": "s3://data/gdpval", "revision": "abc"},
+def test_prepare_job_receives_the_run_settings_as_json():
+    c = ctx(
+        dataset={"id": "s3://data/gdpval", "revision": "abc"},
         selection={"limit": 3, "taskIds": ["t1", "t2"], "sectors": ["Retail Trade"], "repeats": 2},
-        model={"name": "m", "temperature": 0.5, "maxTokens": 100, "extraBody": {"top_p": 0.9}},
-        agent={"maxSteps": 10, "commandTimeoutSeconds": 20, "network": True},
-        samples={"deadlineSeconds": 600},
-    ))
-    joined = " ".join(args)
-    assert args[:2] == ["gdpval", "prepare"]
-    for part in ("--run-name demo", "--output s3://bucket/pre", "--dataset s3://data/gdpval", "--revision abc", "--limit 3",
-                 "--task-id t1 --task-id t2", "--sector Retail Trade", "--repeats 2", "--model m", "--temperature 0.5",
-                 "--max-tokens 100", '--extra-body {"top_p": 0.9}', "--max-steps 10", "--command-timeout 20",
-                 "--sample-deadline 480", "--network"):
-        assert part in joined, part
-    assert "--base-url" not in args
+        agent={"maxSteps": 10, "commandTimeoutSeconds": 20, "sampleDeadlineSeconds": 600},
+        sandbox={"network": True, "allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]},
+        parallelism=7,
+    )
+    container = m.prepare_job(c)["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["gdpval", "prepare", "--run-name", "demo", "--cache-dir", contract.CACHE_DIR]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    sent = json.loads(env[contract.SETTINGS_ENV])
+    assert RunSettings.model_validate(sent) == RunSettings.of(c.spec)
+    assert sent["selection"]["taskIds"] == ["t1", "t2"] and sent["agent"]["sampleDeadlineSeconds"] == 600 and sent["parallelism"] == 7
+    assert "apiKeySecretRef" not in sent["model"] and "credentialsSecret" not in sent["output"] and "allowedEgress" not in sent["sandbox"]
+    assert secret_refs(container) == {"s3creds"} and contract.API_KEY_ENV not in env
 
 
-@pytest.mark.parametrize("deadline,agent", [(60, 48), (7200, 6900), (600, 480)])
-def test_agent_deadline_leaves_room_to_upload(deadline, agent):
-    assert m.agent_deadline(deadline) == agent
+@pytest.mark.parametrize("agent,pod", [(60, 60 + m.POD_DEADLINE_MARGIN), (7200, 7200 + m.POD_DEADLINE_MARGIN)])
+def test_pod_deadline_leaves_room_to_stage_and_upload(agent, pod):
+    c = ctx(agent={"sampleDeadlineSeconds": agent})
+    assert m.sample_pod(c, "s-r0", 1, "tok")["spec"]["activeDeadlineSeconds"] == pod
 
 
 def test_assemble_job():
@@ -144,7 +149,7 @@ def test_network_policy_allows_only_dns_and_the_two_endpoints():
 
 
 def test_network_policy_by_port_for_named_endpoints():
-    c = ctx(model={"name": "m"}, agent={"allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]})
+    c = ctx(model={"name": "m"}, sandbox={"allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]})
     egress = m.network_policy(c)["spec"]["egress"]
     assert egress[1] == {"ports": [{"protocol": "TCP", "port": 443}]}
     assert egress[-1] == {"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}

@@ -10,9 +10,10 @@ from gdpval.controller import s3io
 from gdpval.controller.api import OutputSpec
 from gdpval.controller.ledger import Outcome
 from gdpval.dataset.models import DatasetRef, Sample, Task
-from gdpval.manifest import ManifestEntry, ModelSettings, RunRecord, dump_manifest
+from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import NotFound, layout
+from support import runs
 
 pytestmark = pytest.mark.s3
 
@@ -25,10 +26,10 @@ def storage(s3):
 
 
 def _prepare(storage, run="r"):
-    record = RunRecord(run_name=run, dataset=DatasetRef(source="s3", location="s3://d/x", revision="rev9"), model=ModelSettings(name="m"))
+    record = runs.record(run, dataset=DatasetRef(source="s3", location="s3://d/x", revision="rev9"), model="m")
     entries = [ManifestEntry(sample=Sample.of(t, 0), task=Task(task_id=t, sector="s", occupation="o", prompt="p")) for t in ("b", "a")]
     storage.put_text(layout.manifest(run), dump_manifest(entries))
-    storage.put_text(layout.run_json(run), record.model_dump_json())
+    storage.put_text(layout.run_json(run), record.dump())
 
 
 def _commit(storage, sample, attempt, ok=True, run="r"):

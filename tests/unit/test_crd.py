@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from gdpval.controller import api, crd
+from gdpval.settings import DEFAULT_DATASET, PINNED_SECTIONS
 
 
 def _schema():
@@ -59,10 +60,11 @@ def test_checks_the_server_can_do():
     props = spec["properties"]
     assert set(spec["required"]) == {"model", "output"}
     assert props["parallelism"]["minimum"] == 1
-    for field in ("model", "dataset", "selection", "agent", "output"):
+    for field in (*PINNED_SECTIONS, "output"):
         rules = [r["rule"] for r in props[field]["x-kubernetes-validations"]]
         assert "self == oldSelf" in rules, field
     assert "s3://" in props["output"]["properties"]["url"]["x-kubernetes-validations"][0]["rule"]
+    assert any("s3://" in r["rule"] for r in props["dataset"]["x-kubernetes-validations"]), "a cluster dataset is never a local folder"
     assert props["failureBudget"]["x-kubernetes-int-or-string"] is True
     assert props["model"]["properties"]["extraBody"]["x-kubernetes-preserve-unknown-fields"] is True
 
@@ -76,7 +78,7 @@ def test_strings_under_cel_rules_are_bounded():
 
 def test_defaults_round_trip_through_the_models():
     spec = api.GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}})
-    assert spec.parallelism == 4 and spec.dataset.id == api.DEFAULT_DATASET and spec.failure_budget == "10%"
+    assert spec.parallelism == 4 and spec.dataset.id == DEFAULT_DATASET and spec.failure_budget == "10%"
     dumped = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert dumped["model"] == {"name": "m"} and "baseURL" not in dumped["model"]
     assert api.GdpvalRunSpec.model_validate(dumped) == spec

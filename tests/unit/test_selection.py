@@ -7,7 +7,7 @@ import pytest
 from gdpval.dataset.errors import SelectionError
 from gdpval.dataset.models import Sample
 from gdpval.dataset.selection import select
-from gdpval.manifest import Selection
+from gdpval.settings import SelectionSettings as Selection
 from support.runs import task
 
 TASKS = [

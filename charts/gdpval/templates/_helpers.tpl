@@ -111,7 +111,7 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
-# The no-network policy of runs with spec.agent.network=false.
+# The no-network policy of runs with spec.sandbox.network=false.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["get", "create"]

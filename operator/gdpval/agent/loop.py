@@ -17,7 +17,7 @@ import openai
 
 from gdpval.agent.tools import TOOL_ARGUMENT, TOOLS, ParsedCall, parse_call, render_result
 from gdpval.agent.transcript import Transcript
-from gdpval.manifest import AgentSettings, ModelSettings
+from gdpval.settings import AgentSettings, ModelSettings
 from gdpval.sample import ErrorKind, SampleStatus, Usage
 
 MAX_API_RETRIES = 8
@@ -218,7 +218,7 @@ class AgentLoop:
     def _execute(self, parsed: ParsedCall) -> str:
         from gdpval.sandbox.client import SandboxError, SandboxUnavailable
 
-        timeout = min(self.agent.command_timeout, self._remaining())
+        timeout = min(self.agent.command_timeout_seconds, self._remaining())
         try:
             result = self.tools.call(parsed.name, {TOOL_ARGUMENT[parsed.name]: parsed.argument, "timeout": timeout}, timeout)
         except SandboxUnavailable as exc:

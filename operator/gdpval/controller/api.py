@@ -12,6 +12,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from gdpval.settings import (
+    AgentSettings,
+    DatasetSettings,
+    DeliverableSettings,
+    ModelSettings,
+    OutputSettings,
+    RunSettings,
+    SandboxSettings,
+    SelectionSettings,
+    SettingsModel,
+)
+
 GROUP = "gdpval.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -21,7 +33,6 @@ SINGULAR = "gdpvalrun"
 SHORT_NAMES = ["gdpv"]
 CATEGORIES = ["gdpval"]
 
-DEFAULT_DATASET = "openai-mirror/gdpval"
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 CleanupPolicy = Literal["Delete", "KeepFailed", "Keep"]
 
@@ -36,19 +47,18 @@ def immutable(path: str) -> dict[str, Any]:
 
 
 PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-HTTP_URL = {"x-kubernetes-validations": [_cel("self.matches('^https?://[^\\\\s/]+')", "must be an http:// or https:// URL")]}
-
-
-ShortText = Annotated[str, Field(min_length=1, max_length=256)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
     """The full default object: the API server checks CEL rules against it before nested defaults apply."""
     return _drop_empty(model().model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def pinned(model: type[BaseModel], name: str, *rules: dict[str, str]) -> dict[str, Any]:
+    """Schema extras of a run-settings section: its full default, fixed once the run starts, plus `rules`."""
+    extra = {"default": defaults_of(model), **immutable(f"spec.{name}")}
+    extra["x-kubernetes-validations"] = [*extra["x-kubernetes-validations"], *rules]
+    return extra
 
 
 def _drop_empty(value: Any) -> Any:
@@ -57,124 +67,85 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-class SecretKeyRef(_Model):
+class SecretKeyRef(SettingsModel):
     """A key of a Secret in the run's namespace."""
 
     name: str = Field(min_length=1, max_length=253, description="Secret name.")
     key: str = Field(min_length=1, max_length=253, description="Key inside the Secret.")
 
 
-class ModelSpec(_Model):
-    """The OpenAI-compatible endpoint and how to sample from it."""
+class ModelSpec(ModelSettings):
+    """The OpenAI-compatible endpoint, how to sample from it, and the Secret holding its API key."""
 
-    name: str = Field(min_length=1, max_length=256, description="Model name sent to the endpoint.")
-    base_url: str | None = Field(
-        default=None, alias="baseURL", max_length=2048, json_schema_extra=HTTP_URL,
-        description="OpenAI-compatible base URL; empty means the OpenAI API.",
-    )
     api_key_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret key holding the API key; it reaches only the agent container."
     )
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="max_tokens per response.")
-    extra_body: dict[str, Any] | None = Field(
-        default=None, json_schema_extra=PRESERVE, description="JSON merged into every request body."
-    )
 
 
-class DatasetSpec(_Model):
-    """Where the GDPval tasks come from; the prepare Job pins the revision it resolved."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel("self.source != 's3' || self.id.startsWith('s3://')", "dataset.id must be an s3://bucket/prefix when dataset.source is s3"),
-                _cel(
-                    "self.source != 'modelscope' || self.id.matches('^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$')",
-                    "dataset.id must be a ModelScope dataset id such as openai-mirror/gdpval",
-                ),
-            ]
-        }
-    )
-
-    source: Literal["modelscope", "s3"] = Field(default="modelscope", description="modelscope or s3 (a prefix in the Hugging Face layout).")
-    id: str = Field(default=DEFAULT_DATASET, min_length=1, max_length=1024, description="Dataset id or s3:// prefix.")
-    revision: str | None = Field(default=None, max_length=256, description="Revision to pin; empty means the latest.")
-    split: str = Field(default="train", min_length=1, max_length=64)
+# A cluster cannot read a folder on someone's machine: its dataset is a hub id or an S3 prefix.
+CLUSTER_DATASET = _cel(
+    "self.id.startsWith('s3://') || self.id.matches('^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$')",
+    "dataset.id must be a ModelScope dataset id such as openai-mirror/gdpval, or an s3://bucket/prefix",
+)
 
 
-class SelectionSpec(_Model):
-    """Which tasks run, and how many samples each."""
+class SandboxSpec(SandboxSettings):
+    """What a sample pod may reach."""
 
-    limit: int | None = Field(default=None, ge=1, description="At most this many tasks.")
-    task_ids: list[ShortText] = Field(default_factory=list, max_length=10000, json_schema_extra={"x-kubernetes-list-type": "set"})
-    sectors: list[ShortText] = Field(default_factory=list, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"})
-    occupations: list[ShortText] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"})
-    repeats: int = Field(default=1, ge=1, le=100, description="Samples per task (one submission per repeat).")
-
-
-class AgentSpec(_Model):
-    """The model loop and its sandbox."""
-
-    max_steps: int = Field(default=250, ge=1, le=10000, description="Model turns before a sample fails.")
-    command_timeout_seconds: int = Field(default=180, ge=1, le=86400, description="Seconds before a tool command is killed.")
-    network: bool = Field(default=False, description="Let the sample pod reach networks beyond the model and S3 endpoints.")
     allowed_egress: list[dict[str, Any]] = Field(
         default_factory=list, max_length=64, json_schema_extra={"items": PRESERVE},
         description="Extra NetworkPolicy egress rules for network-disabled samples (e.g. a model endpoint known by name).",
     )
 
 
-class ImagesSpec(_Model):
+class ImagesSpec(SettingsModel):
     agent: str | None = Field(default=None, max_length=1024, description="Operator/agent image; default: the operator's.")
     sandbox: str | None = Field(default=None, max_length=1024, description="Sandbox image; default: the operator's.")
     pull_policy: PullPolicy = "IfNotPresent"
 
 
-class SamplePolicy(_Model):
-    """Per-sample limits."""
+class SamplePolicy(SettingsModel):
+    """Retries and scheduling patience of sample pods (the attempt's own deadline is spec.agent.sampleDeadlineSeconds)."""
 
     retries: int = Field(default=2, ge=0, le=20, description="Attempts after the first when a sample fails.")
     backoff_seconds: int = Field(default=30, ge=0, le=86400, description="Delay before the first retry; doubles per retry.")
-    max_backoff_seconds: int = Field(default=600, ge=0, le=86400)
-    deadline_seconds: int = Field(default=7200, ge=60, le=7 * 86400, description="Pod activeDeadlineSeconds of one attempt.")
+    max_backoff_seconds: int = Field(default=600, ge=0, le=86400, description="Longest delay between retries.")
     pending_timeout_seconds: int = Field(
         default=600, ge=30, le=86400, description="A pod still Pending after this long is stuck: it is replaced and counts as a failed attempt."
     )
 
 
-class S3Credentials(_Model):
+class S3Credentials(SettingsModel):
+    """A Secret with the S3 keys, by reference."""
+
     name: str = Field(min_length=1, max_length=253, description="Secret with the S3 credentials.")
-    access_key_id_key: str = Field(default="AWS_ACCESS_KEY_ID", min_length=1, max_length=253)
-    secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", min_length=1, max_length=253)
+    access_key_id_key: str = Field(default="AWS_ACCESS_KEY_ID", min_length=1, max_length=253, description="Key of the access key id.")
+    secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", min_length=1, max_length=253, description="Key of the secret access key.")
 
 
-class OutputSpec(_Model):
-    """Where artifacts go; they outlive the GdpvalRun."""
+S3_URL = {
+    "x-kubernetes-validations": [
+        _cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")
+    ]
+}
 
-    url: str = Field(
-        max_length=1024,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")
-            ]
-        },
-        description="s3://bucket/prefix",
-    )
-    endpoint: str | None = Field(default=None, max_length=2048, json_schema_extra=HTTP_URL, description="S3-compatible endpoint URL.")
-    region: str | None = Field(default=None, max_length=64)
+
+class OutputSpec(OutputSettings):
+    """Where artifacts go (S3 only in a cluster); they outlive the GdpvalRun."""
+
+    url: str = Field(max_length=1024, json_schema_extra=S3_URL, description="s3://bucket/prefix")
     credentials_secret: S3Credentials | None = Field(default=None, description="Without it, pods use ambient credentials.")
 
 
 Quantity = int | str
 
 
-class Resources(_Model):
+class Resources(SettingsModel):
     requests: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
     limits: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
 
 
-class ResourcesSpec(_Model):
+class ResourcesSpec(SettingsModel):
     """Requests and limits per container."""
 
     agent: Resources | None = None
@@ -183,7 +154,7 @@ class ResourcesSpec(_Model):
     jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
 
 
-class PodOverrides(_Model):
+class PodOverrides(SettingsModel):
     """Scheduling and metadata applied to every pod of the run (samples and Jobs)."""
 
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels, e.g. kueue.x-k8s.io/queue-name.")
@@ -203,16 +174,17 @@ FAILURE_BUDGET_RULE = _cel(
 )
 
 
-class GdpvalRunSpec(_Model):
-    """What to run; see the field descriptions."""
+class GdpvalRunSpec(RunSettings):
+    """What to run: the run settings shared with `gdpval run`, plus how to run them on Kubernetes."""
 
     model: ModelSpec = Field(json_schema_extra=immutable("spec.model"))
-    dataset: DatasetSpec = Field(default_factory=DatasetSpec, json_schema_extra={"default": defaults_of(DatasetSpec), **immutable("spec.dataset")})
-    selection: SelectionSpec = Field(default_factory=SelectionSpec, json_schema_extra={"default": defaults_of(SelectionSpec), **immutable("spec.selection")})
-    agent: AgentSpec = Field(default_factory=AgentSpec, json_schema_extra={"default": defaults_of(AgentSpec), **immutable("spec.agent")})
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings, json_schema_extra=pinned(DatasetSettings, "dataset", CLUSTER_DATASET))
+    selection: SelectionSettings = Field(default_factory=SelectionSettings, json_schema_extra=pinned(SelectionSettings, "selection"))
+    agent: AgentSettings = Field(default_factory=AgentSettings, json_schema_extra=pinned(AgentSettings, "agent"))
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec, json_schema_extra=pinned(SandboxSpec, "sandbox"))
+    deliverables: DeliverableSettings = Field(default_factory=DeliverableSettings, json_schema_extra=pinned(DeliverableSettings, "deliverables"))
     output: OutputSpec = Field(json_schema_extra=immutable("spec.output"))
     images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": defaults_of(ImagesSpec)})
-    parallelism: int = Field(default=4, ge=1, le=10000, description="Sample pods running at once.")
     samples: SamplePolicy = Field(default_factory=SamplePolicy, json_schema_extra={"default": defaults_of(SamplePolicy)})
     failure_budget: int | str = Field(
         default="10%", json_schema_extra={"x-kubernetes-validations": [FAILURE_BUDGET_RULE], "maxLength": 4},
@@ -226,7 +198,7 @@ class GdpvalRunSpec(_Model):
     )
 
 
-class Condition(_Model):
+class Condition(SettingsModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str
@@ -235,7 +207,7 @@ class Condition(_Model):
     observed_generation: int = 0
 
 
-class SampleCounts(_Model):
+class SampleCounts(SettingsModel):
     total: int = 0
     pending: int = 0
     running: int = 0
@@ -244,12 +216,12 @@ class SampleCounts(_Model):
     retried: int = 0
 
 
-class Tokens(_Model):
+class Tokens(SettingsModel):
     input: int = 0
     output: int = 0
 
 
-class GdpvalRunStatus(_Model):
+class GdpvalRunStatus(SettingsModel):
     """Bounded: counts, conditions and URIs, never one entry per sample."""
 
     observed_generation: int = 0

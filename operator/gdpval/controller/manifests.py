@@ -13,41 +13,35 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from gdpval import contract as c
 from gdpval.controller import names as n
 from gdpval.controller.api import API_VERSION, KIND, GdpvalRunSpec, Resources
+from gdpval.settings import RunSettings
 
-UID = 1000
-SANDBOX_PORT = 7000
-SANDBOX_URL = f"http://127.0.0.1:{SANDBOX_PORT}"
-WORKSPACE = "/workspace"
-REFERENCES = "/reference_files"
-SCRATCH = "/tmp"
-CACHE_DIR = "/tmp/gdpval-cache"
-TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"
 PREPARE_BACKOFF_LIMIT = 3
 JOB_DEADLINE_SECONDS = 6 * 3600
-# Seconds of the pod deadline kept for staging and the upload after the agent's own deadline.
-UPLOAD_MARGIN_MAX = 300
+# Seconds a sample pod gets beyond the agent's own deadline: staging, sandbox start and the upload.
+POD_DEADLINE_MARGIN = 600
 
 POD_SECURITY = {
     "runAsNonRoot": True,
-    "runAsUser": UID,
-    "runAsGroup": UID,
-    "fsGroup": UID,
+    "runAsUser": c.UID,
+    "runAsGroup": c.UID,
+    "fsGroup": c.UID,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
     "runAsNonRoot": True,
-    "runAsUser": UID,
-    "runAsGroup": UID,
+    "runAsUser": c.UID,
+    "runAsGroup": c.UID,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 HEALTH_PROBE = [
     "python3",
     "-c",
-    f"import urllib.request; urllib.request.urlopen('{SANDBOX_URL}/healthz', timeout=2).read()",
+    f"import urllib.request; urllib.request.urlopen('{c.SANDBOX_URL}{c.HEALTH_PATH}', timeout=2).read()",
 ]
 
 
@@ -83,9 +77,10 @@ class RunContext:
         }
 
 
-def agent_deadline(pod_deadline: int) -> int:
-    """The agent stops early enough to upload its deliverables before the pod deadline hits."""
-    return max(30, pod_deadline - min(UPLOAD_MARGIN_MAX, pod_deadline // 5))
+def pod_deadline(spec: GdpvalRunSpec) -> int | None:
+    """activeDeadlineSeconds of a sample pod: the agent's deadline plus time to stage and upload."""
+    agent = spec.agent.sample_deadline_seconds
+    return agent + POD_DEADLINE_MARGIN if agent else None
 
 
 def _resources(res: Resources | None) -> dict[str, Any]:
@@ -152,32 +147,17 @@ def _common_args(ctx: RunContext) -> list[str]:
     return ["--run-name", ctx.name, "--output", ctx.spec.output.url]
 
 
-def prepare_args(ctx: RunContext) -> list[str]:
-    """`gdpval prepare` flags from the spec: the Job pins the dataset and writes the manifest."""
-    s = ctx.spec
-    args = ["gdpval", "prepare", *_common_args(ctx), "--dataset", s.dataset.id, "--split", s.dataset.split]
-    args += ["--revision", s.dataset.revision] if s.dataset.revision else []
-    args += ["--limit", str(s.selection.limit)] if s.selection.limit else []
-    for flag, values in (("--task-id", s.selection.task_ids), ("--sector", s.selection.sectors), ("--occupation", s.selection.occupations)):
-        for value in values:
-            args += [flag, value]
-    args += ["--repeats", str(s.selection.repeats), "--model", s.model.name]
-    args += ["--base-url", s.model.base_url] if s.model.base_url else []
-    args += ["--temperature", repr(s.model.temperature)] if s.model.temperature is not None else []
-    args += ["--max-tokens", str(s.model.max_tokens)] if s.model.max_tokens else []
-    args += ["--extra-body", json.dumps(s.model.extra_body, sort_keys=True)] if s.model.extra_body else []
-    args += ["--max-steps", str(s.agent.max_steps), "--command-timeout", str(s.agent.command_timeout_seconds)]
-    args += ["--sample-deadline", str(agent_deadline(s.samples.deadline_seconds))]
-    args += ["--network" if s.agent.network else "--no-network", "--cache-dir", CACHE_DIR]
-    return args
+def settings_json(spec: GdpvalRunSpec) -> str:
+    """The run settings inside the spec, as the prepare Job receives them (cluster-only fields dropped)."""
+    return json.dumps(RunSettings.of(spec).wire(), sort_keys=True, ensure_ascii=False)
 
 
-def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int) -> dict[str, Any]:
+def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]]) -> dict[str, Any]:
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
-    env = [*s3_env(ctx), {"name": "HOME", "value": SCRATCH}]
+    env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
     container = _container(
         ctx, component, ctx.agent_image, args, ctx.spec.pod.resources.jobs,
-        env=env, volumeMounts=[{"name": "scratch", "mountPath": SCRATCH}],
+        env=env, volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
     )
     template_meta = {"labels": meta["labels"], "annotations": meta["annotations"]}
     return {
@@ -196,12 +176,15 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int) -
 
 
 def prepare_job(ctx: RunContext) -> dict[str, Any]:
-    return _job(ctx, n.COMPONENT_PREPARE, prepare_args(ctx), PREPARE_BACKOFF_LIMIT)
+    """`gdpval prepare` with the run settings as JSON in its environment (not as rebuilt flags)."""
+    args = ["gdpval", "prepare", "--run-name", ctx.name, "--cache-dir", c.CACHE_DIR]
+    env = [{"name": c.SETTINGS_ENV, "value": settings_json(ctx.spec)}]
+    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env)
 
 
 def assemble_job(ctx: RunContext) -> dict[str, Any]:
     args = ["gdpval", "submission", "build", *_common_args(ctx)]
-    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT)
+    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [])
 
 
 def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dict[str, Any]:
@@ -210,41 +193,43 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
         n.L_ATTEMPT: str(attempt),
-        n.L_NETWORK: "true" if ctx.spec.agent.network else "false",
+        n.L_NETWORK: "true" if ctx.spec.sandbox.network else "false",
     }
     meta = ctx.metadata(n.sample_pod_name(ctx.name, sample_id, attempt), n.COMPONENT_SAMPLE, extra_labels)
     meta["annotations"][n.A_SAMPLE_ID] = sample_id
-    refs_ro = {"name": "references", "mountPath": REFERENCES, "readOnly": True}
-    workspace = {"name": "workspace", "mountPath": WORKSPACE}
-    scratch = {"name": "scratch", "mountPath": SCRATCH}
-    home = {"name": "HOME", "value": SCRATCH}
-    token_env = {"name": TOKEN_ENV, "value": token}
+    refs_ro = {"name": "references", "mountPath": c.REFERENCES, "readOnly": True}
+    workspace = {"name": "workspace", "mountPath": c.WORKSPACE}
+    scratch = {"name": "scratch", "mountPath": c.SCRATCH}
+    home = {"name": "HOME", "value": c.SCRATCH}
+    token_env = {"name": c.TOKEN_ENV, "value": token}
     stage = _container(
         ctx, "stage", ctx.agent_image,
-        ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", REFERENCES],
+        ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES],
         res.stage, env=[*s3_env(ctx), home],
-        volumeMounts=[{"name": "references", "mountPath": REFERENCES}, scratch],
+        volumeMounts=[{"name": "references", "mountPath": c.REFERENCES}, scratch],
     )
     sandbox = _container(
         ctx, "sandbox", ctx.sandbox_image,
-        ["python3", "/opt/gdpval/toolserver.py", "--listen", f"127.0.0.1:{SANDBOX_PORT}", "--workspace", WORKSPACE],
-        res.sandbox, read_only=False, restartPolicy="Always", env=[token_env], workingDir=WORKSPACE,
+        ["python3", c.TOOLSERVER, "--listen", f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}", "--workspace", c.WORKSPACE],
+        res.sandbox, read_only=False, restartPolicy="Always", env=[token_env], workingDir=c.WORKSPACE,
         volumeMounts=[workspace, refs_ro],
         startupProbe={"exec": {"command": HEALTH_PROBE}, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 180},
     )
     agent_env = [token_env, *s3_env(ctx), home]
     key = ctx.spec.model.api_key_secret_ref
     if key:
-        agent_env.insert(0, {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
+        agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
     agent = _container(
         ctx, "agent", ctx.agent_image,
-        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", SANDBOX_URL],
+        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
         res.agent, env=agent_env, volumeMounts=[workspace, refs_ro, scratch],
     )
     volumes = [{"name": v, "emptyDir": {}} for v in ("workspace", "references", "scratch")]
     spec = _pod_spec(ctx, [agent], volumes, sample=True)
     spec["initContainers"] = [stage, sandbox]
-    spec["activeDeadlineSeconds"] = ctx.spec.samples.deadline_seconds
+    deadline = pod_deadline(ctx.spec)
+    if deadline:
+        spec["activeDeadlineSeconds"] = deadline
     spec["terminationGracePeriodSeconds"] = 30
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
@@ -286,7 +271,7 @@ def network_policy(ctx: RunContext) -> dict[str, Any]:
             "podSelector": {"matchLabels": {n.L_RUN_UID: ctx.uid, n.L_COMPONENT: n.COMPONENT_SAMPLE}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
-            "egress": [dns, *rules, *ctx.spec.agent.allowed_egress],
+            "egress": [dns, *rules, *ctx.spec.sandbox.allowed_egress],
         },
     }
 

@@ -9,40 +9,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-import boto3
-from botocore.config import Config
-
 from gdpval.controller.api import OutputSpec
 from gdpval.controller.ledger import Committed, Ledger, rebuild
 from gdpval.controller.reconcile import Probe, Submission
 from gdpval.manifest import RunRecord, load_manifest
 from gdpval.runner.state import progress_from_keys
 from gdpval.sample import SampleResult
-from gdpval.storage import NotFound, layout
-from gdpval.storage.s3 import S3Storage, parse_s3_uri
+from gdpval.storage import NotFound, layout, open_storage
+from gdpval.storage.s3 import S3Storage
 
-INFO = "submission_info.json"
 
 
 def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3Storage:
     """Storage for a run's output with the run's own credentials (not the operator's ambient ones)."""
-    bucket, prefix = parse_s3_uri(output.url)
-    keys = {}
-    if credentials is not None:
-        keys = {"aws_access_key_id": credentials["access_key_id"], "aws_secret_access_key": credentials["secret_access_key"]}
-    client = boto3.client(
-        "s3",
-        endpoint_url=output.endpoint or None,
-        region_name=output.region or "us-east-1",
-        config=Config(
-            s3={"addressing_style": "path" if output.endpoint else "auto"},
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=30,
-        ),
-        **keys,
-    )
-    return S3Storage(bucket, prefix, client=client)
+    storage = open_storage(output, credentials)
+    assert isinstance(storage, S3Storage)  # the CRD admits only s3:// outputs
+    return storage
 
 
 def load_samples(storage: S3Storage, run: str) -> tuple[tuple[str, ...], str]:
@@ -72,7 +54,7 @@ def probe(storage: S3Storage, run: str, sample: str, attempt: int, pod_exists: b
 
 def rebuild_ledger(storage: S3Storage, run: str, now: float) -> Ledger:
     """The ledger from S3 alone, for a run whose ConfigMap is gone (deleted, or a recreated run)."""
-    progress = progress_from_keys(storage.list(layout.sample_root(run, "").rstrip("/")))
+    progress = progress_from_keys(storage.list(layout.samples(run)))
     results = {}
     for sample, seen in progress.items():
         for attempt in seen.committed:
@@ -92,8 +74,8 @@ def ready_rate(infos: list[Mapping]) -> float | None:
 def read_submission(storage: S3Storage, run: str) -> Submission:
     """The submission URI and ready rate from the packages' submission_info.json (written last)."""
     root = layout.submission(run)
-    keys = [k for k in storage.list(root) if k.endswith(f"/{INFO}")]
+    keys = [k for k in storage.list(root) if k.endswith(f"/{layout.SUBMISSION_INFO}")]
     if not keys:
-        raise NotFound(f"{storage.url(root)}/{INFO} does not exist")
+        raise NotFound(f"{storage.url(layout.package_info(root))} does not exist")
     infos = [json.loads(storage.get_text(k)) for k in keys]
     return Submission(uri=storage.url(root), ready_rate=ready_rate(infos))

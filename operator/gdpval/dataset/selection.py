@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gdpval.dataset.errors import SelectionError
 from gdpval.dataset.models import Sample, Task
-from gdpval.manifest import Selection
+from gdpval.settings import SelectionSettings
 
 
 def _norm(value: str) -> str:
@@ -38,7 +38,7 @@ def _matcher(wanted: list[str], attr: Callable[[Task], str]) -> Callable[[Task],
     return lambda task: _norm(attr(task)) in keys
 
 
-def select(tasks: list[Task], selection: Selection) -> list[Sample]:
+def select(tasks: list[Task], selection: SelectionSettings) -> list[Sample]:
     """The samples to run: filtered tasks in dataset order, limited, then repeated."""
     if not tasks:
         raise SelectionError("the dataset has no tasks in this split: check --dataset and the split")
@@ -58,7 +58,7 @@ def select(tasks: list[Task], selection: Selection) -> list[Sample]:
     return [Sample.of(task.task_id, repeat) for task in chosen for repeat in range(selection.repeats)]
 
 
-def _describe(selection: Selection) -> str:
+def _describe(selection: SelectionSettings) -> str:
     parts = [
         f"{name}={', '.join(values)}"
         for name, values in (

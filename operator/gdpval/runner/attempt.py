@@ -45,8 +45,9 @@ class Attempt:
     def sample_id(self) -> str:
         return self.entry.sample.sample_id
 
-    def key(self, leaf: str) -> str:
-        return f"{layout.attempt_root(self.record.run_name, self.sample_id, self.number)}/{leaf}"
+    @property
+    def keys(self) -> layout.AttemptKeys:
+        return layout.AttemptKeys(self.record.run_name, self.sample_id, self.number)
 
 
 def run_attempt(
@@ -63,11 +64,12 @@ def run_attempt(
     """Run the loop, upload what the model made, and commit the result last."""
     clock = clock or Clock()
     started = time.time()
-    deadline = clock.now() + (attempt.record.agent.sample_deadline or float("inf"))
+    settings = attempt.record.settings
+    deadline = clock.now() + (settings.agent.sample_deadline_seconds or float("inf"))
     user = task_message(attempt.entry.task.prompt, view.workspace, view.reference_root, view.references)
-    transcript_path = scratch / "transcript.jsonl"
+    transcript_path = scratch / layout.TRANSCRIPT
     with Transcript(transcript_path) as transcript:
-        loop = AgentLoop(client, attempt.record.model, attempt.record.agent, tools, transcript, deadline, clock)
+        loop = AgentLoop(client, settings.model, settings.agent, tools, transcript, deadline, clock)
         outcome = loop.run(SYSTEM_PROMPT, user)
     if cancelled():
         raise AttemptCancelled(attempt.sample_id)
@@ -79,16 +81,14 @@ def run_attempt(
 def commit(attempt: Attempt, storage: Storage, result: SampleResult, host_workspace: Path | None, transcript: Path | None) -> SampleResult:
     """Upload deliverables and transcript, then write result.json: the commit marker."""
     if host_workspace is not None:
-        agent = attempt.record.agent
-        collected = collect(
-            host_workspace, max_file_bytes=agent.max_deliverable_bytes, max_files=agent.max_deliverable_files
-        )
-        result.deliverable_files = upload(collected, storage, attempt.key("deliverable_files"))
+        caps = attempt.record.settings.deliverables
+        collected = collect(host_workspace, max_file_bytes=caps.max_file_bytes, max_files=caps.max_files)
+        result.deliverable_files = upload(collected, storage, attempt.keys.deliverables)
         result.refused_files = list(collected.refused)
     if transcript is not None and transcript.exists():
-        storage.put_file(attempt.key("transcript.jsonl"), transcript)
+        storage.put_file(attempt.keys.transcript, transcript)
     result.finished_at = time.time()
-    storage.put_text(attempt.key(layout.RESULT), result.model_dump_json(indent=2))
+    storage.put_text(attempt.keys.result, result.model_dump_json(indent=2))
     return result
 
 

@@ -119,7 +119,7 @@ class LocalRunner:
         scratch.mkdir()
         try:
             with LocalSandbox(
-                workspace, references, network=self.record.agent.network, isolation=self.options.isolation
+                workspace, references, network=self.record.settings.sandbox.network, isolation=self.options.isolation
             ) as box:
                 self.active.add(box)
                 try:

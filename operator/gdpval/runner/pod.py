@@ -7,6 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from gdpval import contract
 from gdpval.agent.client import make_client
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
@@ -15,8 +16,6 @@ from gdpval.sample import ErrorKind, SampleResult
 from gdpval.sandbox.client import SandboxClient
 from gdpval.storage import NotFound, Storage, layout
 
-POD_WORKSPACE = "/workspace"
-POD_REFERENCES = "/reference_files"
 SANDBOX_READY_TIMEOUT_S = 180.0
 
 
@@ -55,17 +54,17 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
     record, entries = load_run(storage, run)
     attempt = Attempt(record, find_entry(entries, sample_id), attempt_number)
-    done = attempt.key(layout.RESULT)
+    done = attempt.keys.result
     if storage.exists(done):
         return SampleResult.model_validate_json(storage.get_text(done))
     missing = [ref.path for ref in attempt.entry.references if not ref.key]
     if missing:
         failure = failed_result(attempt, ErrorKind.missing_reference, f"reference files missing from the dataset: {', '.join(missing)}")
         return commit(attempt, storage, failure, None, None)
-    tools = SandboxClient(sandbox, os.environ.get("GDPVAL_SANDBOX_TOKEN", ""))
+    tools = SandboxClient(sandbox, os.environ.get(contract.TOKEN_ENV, ""))
     tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
-    refs = [f"{POD_REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references]
-    view = SandboxView(POD_WORKSPACE, POD_REFERENCES, refs)
-    client = make_client(record.model.base_url)
+    refs = [f"{contract.REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references]
+    view = SandboxView(contract.WORKSPACE, contract.REFERENCES, refs)
+    client = make_client(record.settings.model.base_url)
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
-        return run_attempt(attempt, storage, client, tools, view, Path(POD_WORKSPACE), Path(scratch))
+        return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch))

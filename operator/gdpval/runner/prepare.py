@@ -1,51 +1,89 @@
-"""Resolving a run before any sample starts: dataset pinned, samples chosen, manifest written.
+"""Resolving a run before any sample starts: settings fixed, dataset pinned, manifest written.
 
-A second call with the same run name reuses what the first wrote (that is how runs resume), and
-refuses if the dataset, selection or model differ, so one run never mixes two setups.
+A second call with the same run name reuses what the first wrote (that is how runs resume): the
+stored settings stand, flags given again may only repeat the pinned ones, so one run never mixes
+two setups.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from gdpval import __version__
-from gdpval.dataset.loader import LoadedDataset, MissingReference
+from gdpval.dataset.loader import LoadedDataset, MissingReference, load_dataset
 from gdpval.dataset.selection import select
 from gdpval.errors import GdpvalError
-from gdpval.manifest import (
-    AgentSettings,
-    ManifestEntry,
-    ModelSettings,
-    ReferenceFile,
-    RunRecord,
-    Selection,
-    dump_manifest,
-    load_manifest,
-)
+from gdpval.manifest import ManifestEntry, ReferenceFile, RunRecord, dump_manifest, load_manifest
+from gdpval.settings import Change, Path_, RunSettings, flag_specs, nest, resume_settings, wire_path
 from gdpval.storage import NotFound, Storage, layout
 
-IMMUTABLE = ("dataset", "split", "selection")
+
+def read_record(storage: Storage, run: str) -> RunRecord | None:
+    """The run's stored record, None for a new run; an unreadable one is refused with what to do."""
+    try:
+        text = storage.get_text(layout.run_json(run))
+    except NotFound:
+        return None
+    try:
+        return RunRecord.model_validate_json(text)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        raise GdpvalError(
+            f"{storage.url(layout.run_json(run))} is not a run record this version reads ({where}: {problem['msg']}): "
+            "choose a new --run-name, or resume it with the gdpval version that wrote it"
+        ) from None
 
 
-def plan(
-    run_name: str,
-    dataset: LoadedDataset,
-    split: str,
-    selection: Selection,
-    model: ModelSettings,
-    agent: AgentSettings,
-) -> tuple[RunRecord, list[ManifestEntry]]:
+def settings_for(stored: RunRecord | None, given: dict[Path_, Any], flags: bool = True) -> RunSettings:
+    """The run's settings: new from what was given, or the stored ones with pinned values unchanged."""
+    try:
+        if stored is None:
+            return RunSettings.model_validate(nest(given))
+        wanted, changes = resume_settings(stored.settings, given)
+    except ValidationError as exc:
+        raise GdpvalError(describe_invalid(exc, flags)) from None
+    revision = given.get(("dataset", "revision"))
+    if revision and revision != stored.dataset.revision:
+        changes.append(Change(("dataset", "revision"), stored.dataset.revision, revision))
+    if changes:
+        raise GdpvalError(describe_changes(stored.run_name, changes, flags))
+    return wanted
+
+
+def _name(path: Path_, flags: bool) -> str:
+    if flags:
+        return next(spec.flag for spec in flag_specs() if spec.path == path)
+    return "spec." + ".".join(wire_path(path))
+
+
+def describe_invalid(exc: ValidationError, flags: bool) -> str:
+    """One line per bad setting, named as the user wrote it (a flag, or a spec path)."""
+    by_loc = {}
+    for spec in flag_specs():
+        by_loc[spec.path] = by_loc[wire_path(spec.path)] = spec.path
+    problems = []
+    for error in exc.errors()[:5]:
+        loc = tuple(str(p) for p in error["loc"])
+        path = next((by_loc[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in by_loc), None)
+        name = _name(path, flags) if path else ".".join(loc)
+        problems.append(f"{name}: {error['msg']}")
+    return "invalid settings: " + "; ".join(problems)
+
+
+def describe_changes(run: str, changes: list[Change], flags: bool) -> str:
+    listed = ", ".join(f"{_name(c.path, flags)} {c.given!r} (the run has {c.stored!r})" for c in changes)
+    what = "drop those flags to resume it with its own settings" if flags else "restore those fields"
+    return f"run {run!r} already exists with other settings: {listed}; {what}, or choose a new run name"
+
+
+def plan(run_name: str, settings: RunSettings, dataset: LoadedDataset) -> tuple[RunRecord, list[ManifestEntry]]:
     """The run record and one manifest entry per selected sample (pure apart from the clock)."""
-    record = RunRecord(
-        run_name=run_name,
-        dataset=dataset.ref,
-        split=split,
-        selection=selection,
-        model=model,
-        agent=agent,
-        created_at=time.time(),
-        gdpval_version=__version__,
-    )
+    record = RunRecord(run_name=run_name, settings=settings, dataset=dataset.ref, created_at=time.time(), gdpval_version=__version__)
     tasks = {task.task_id: task for task in dataset.tasks}
     entries = [
         ManifestEntry(
@@ -53,9 +91,22 @@ def plan(
             task=tasks[sample.task_id],
             references=[ReferenceFile(path=path, key="") for path in tasks[sample.task_id].reference_files],
         )
-        for sample in select(dataset.tasks, selection)
+        for sample in select(dataset.tasks, settings.selection)
     ]
     return record, entries
+
+
+def load_and_plan(
+    storage: Storage, run_name: str, given: dict[Path_, Any], cache_dir: Path, flags: bool = True
+) -> tuple[LoadedDataset, RunRecord, list[ManifestEntry]]:
+    """Settings (stored ones on resume), the dataset at the run's pinned revision, and the samples."""
+    stored = read_record(storage, run_name)
+    settings = settings_for(stored, given, flags)
+    revision = stored.dataset.revision if stored else settings.dataset.revision
+    source = settings.dataset
+    dataset = load_dataset(source.id, revision=revision, split=source.split, cache_dir=cache_dir)
+    record, entries = plan(run_name, settings, dataset)
+    return dataset, record, entries
 
 
 def mirror_references(storage: Storage, dataset: LoadedDataset, entries: list[ManifestEntry]) -> list[ManifestEntry]:
@@ -63,12 +114,11 @@ def mirror_references(storage: Storage, dataset: LoadedDataset, entries: list[Ma
 
     A reference missing from the dataset keeps an empty key: only its sample fails, not the run.
     """
-    root = layout.dataset_refs(dataset.ref.key)
     mirrored: list[ManifestEntry] = []
     for entry in entries:
         refs = []
         for ref in entry.references:
-            key = f"{root}/{ref.path.removeprefix('reference_files/')}"
+            key = layout.dataset_ref(dataset.ref.key, ref.path)
             try:
                 local = dataset.fetch_reference(ref.path)
             except MissingReference:
@@ -81,26 +131,18 @@ def mirror_references(storage: Storage, dataset: LoadedDataset, entries: list[Ma
     return mirrored
 
 
-def save_or_resume(
-    storage: Storage, record: RunRecord, entries: list[ManifestEntry]
-) -> tuple[RunRecord, list[ManifestEntry], bool]:
-    """Write run.json and the manifest, or return the stored ones when the run already exists."""
+def save_or_resume(storage: Storage, record: RunRecord, entries: list[ManifestEntry]) -> tuple[RunRecord, list[ManifestEntry], bool]:
+    """Write the manifest then run.json (the run exists once run.json does), or read the stored ones.
+
+    A resumed run keeps its stored manifest; its record takes the settings that may change
+    (parallelism) from this call.
+    """
+    run = record.run_name
     try:
-        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(record.run_name)))
+        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
     except NotFound:
-        storage.put_text(layout.manifest(record.run_name), dump_manifest(entries))
-        storage.put_text(layout.run_json(record.run_name), record.model_dump_json(indent=2))
+        storage.put_text(layout.manifest(run), dump_manifest(entries))
+        storage.put_text(layout.run_json(run), record.dump())
         return record, entries, False
-    check_compatible(stored, record)
-    return stored, load_manifest(storage.get_text(layout.manifest(record.run_name))), True
-
-
-def check_compatible(stored: RunRecord, wanted: RunRecord) -> None:
-    changed = [name for name in IMMUTABLE if getattr(stored, name) != getattr(wanted, name)]
-    if stored.model.name != wanted.model.name:
-        changed.append("model")
-    if changed:
-        raise GdpvalError(
-            f"run {stored.run_name!r} already exists with a different {', '.join(changed)}: "
-            "choose a new --run-name, or repeat the original settings to resume it"
-        )
+    resumed = stored.model_copy(update={"settings": record.settings})
+    return resumed, load_manifest(storage.get_text(layout.manifest(run))), True

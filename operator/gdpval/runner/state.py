@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gdpval.storage import layout
-
-_ATTEMPT = re.compile(r"^runs/[^/]+/samples/([^/]+)/attempt-(\d+)/(.+)$")
 
 
 @dataclass
@@ -29,12 +26,11 @@ def progress_from_keys(keys: Iterable[str]) -> dict[str, SampleProgress]:
     """Every attempt folder seen counts as used, so a half-written attempt is never reused."""
     progress: dict[str, SampleProgress] = {}
     for key in keys:
-        match = _ATTEMPT.match(key)
-        if not match:
+        parsed = layout.parse_attempt_key(key)
+        if parsed is None:
             continue
-        sample, number, rest = match.group(1), int(match.group(2)), match.group(3)
-        entry = progress.setdefault(sample, SampleProgress())
-        entry.attempts.add(number)
-        if rest == layout.RESULT:
-            entry.committed.add(number)
+        entry = progress.setdefault(parsed.sample, SampleProgress())
+        entry.attempts.add(parsed.attempt)
+        if parsed.is_result:
+            entry.committed.add(parsed.attempt)
     return progress

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
+from gdpval import contract
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
 from gdpval.sandbox.toolserver import TOKEN_ENV
 
@@ -43,9 +44,6 @@ log = logging.getLogger(__name__)
 BWRAP = "/usr/bin/bwrap"
 SYSTEM_PYTHON = "/usr/bin/python3"
 TOOLSERVER = Path(__file__).with_name("toolserver.py")
-SANDBOX_WORKSPACE = "/workspace"
-SANDBOX_REFERENCES = "/reference_files"
-SANDBOX_TOOLSERVER = "/opt/gdpval/toolserver.py"
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
@@ -201,14 +199,14 @@ class LocalSandbox:
     @property
     def workspace_path(self) -> str:
         """The workspace as the model sees it."""
-        return SANDBOX_WORKSPACE if self.isolated else str(self.workspace)
+        return contract.WORKSPACE if self.isolated else str(self.workspace)
 
     @property
     def reference_root(self) -> str:
         """The reference folder as the model sees it; without isolation, the references'
         common host folder ("" when there are none)."""
         if self.isolated:
-            return SANDBOX_REFERENCES
+            return contract.REFERENCES
         if not self.references:
             return ""
         return os.path.commonpath([str(host.parent.parent) for host in self.references.values()])
@@ -253,11 +251,11 @@ class LocalSandbox:
 
     def _bwrap_argv(self, fd: int, lifeline: int) -> list[str]:
         args = [BWRAP, *_namespace_args(self.network)]
-        args += ["--bind", str(self.workspace), SANDBOX_WORKSPACE, "--dir", SANDBOX_REFERENCES]
+        args += ["--bind", str(self.workspace), contract.WORKSPACE, "--dir", contract.REFERENCES]
         for dataset_path, host in sorted(self.references.items()):
             args += ["--ro-bind", str(host), f"/{dataset_path}"]
-        args += ["--ro-bind", str(TOOLSERVER), SANDBOX_TOOLSERVER, "--remount-ro", "/", "--chdir", SANDBOX_WORKSPACE]
-        return args + ["--", self.python, SANDBOX_TOOLSERVER, *self._server_args(fd, lifeline, SANDBOX_WORKSPACE)]
+        args += ["--ro-bind", str(TOOLSERVER), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
+        return args + ["--", self.python, contract.TOOLSERVER, *self._server_args(fd, lifeline, contract.WORKSPACE)]
 
     def _plain_argv(self, fd: int, lifeline: int) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fd, lifeline, str(self.workspace))]

@@ -57,16 +57,3 @@ class Storage(ABC):
 
     def get_text(self, key: str) -> str:
         return self.get_bytes(key).decode()
-
-
-def open_storage(uri: str) -> Storage:
-    """A local folder path or `s3://bucket/prefix` (endpoint from AWS_ENDPOINT_URL)."""
-    if uri.startswith("s3://"):
-        from gdpval.storage.s3 import S3Storage
-
-        return S3Storage.from_uri(uri)
-    if "://" in uri:
-        raise StorageError(f"unsupported output {uri!r}: use a local folder or s3://bucket/prefix")
-    from gdpval.storage.local import LocalStorage
-
-    return LocalStorage(Path(uri))

@@ -1,12 +1,32 @@
-"""Keys of the storage layout in ARCHITECTURE.md, relative to the storage root."""
+"""Every key of the storage layout in ARCHITECTURE.md, built and parsed here and nowhere else.
+
+Keys are relative to the storage root (a local folder or an S3 prefix).
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
+RUN_JSON = "run.json"
+MANIFEST = "manifest.jsonl"
 RESULT = "result.json"
+TRANSCRIPT = "transcript.jsonl"
+DELIVERABLES = "deliverable_files"
+RESULTS_PARQUET = "results.parquet"
+SUBMISSION_PARQUET = "data/train-00000-of-00001.parquet"
+SUBMISSION_INFO = "submission_info.json"
+
+_ATTEMPT = re.compile(r"^runs/(?P<run>[^/]+)/samples/(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
 
 
 def dataset_refs(dataset_key: str) -> str:
     return f"datasets/{dataset_key}/reference_files"
+
+
+def dataset_ref(dataset_key: str, path: str) -> str:
+    """The mirrored copy of a dataset row's `reference_files/<hash>/<name>`."""
+    return f"{dataset_refs(dataset_key)}/{path.removeprefix('reference_files/')}"
 
 
 def run_root(run: str) -> str:
@@ -14,23 +34,23 @@ def run_root(run: str) -> str:
 
 
 def run_json(run: str) -> str:
-    return f"runs/{run}/run.json"
+    return f"{run_root(run)}/{RUN_JSON}"
 
 
 def manifest(run: str) -> str:
-    return f"runs/{run}/manifest.jsonl"
+    return f"{run_root(run)}/{MANIFEST}"
 
 
 def samples(run: str) -> str:
-    return f"runs/{run}/samples"
+    return f"{run_root(run)}/samples"
 
 
 def sample_root(run: str, sample: str) -> str:
-    return f"runs/{run}/samples/{sample}"
+    return f"{samples(run)}/{sample}"
 
 
 def attempt_root(run: str, sample: str, attempt: int) -> str:
-    return f"runs/{run}/samples/{sample}/attempt-{attempt}"
+    return f"{sample_root(run, sample)}/attempt-{attempt}"
 
 
 def result(run: str, sample: str, attempt: int) -> str:
@@ -38,16 +58,91 @@ def result(run: str, sample: str, attempt: int) -> str:
 
 
 def transcript(run: str, sample: str, attempt: int) -> str:
-    return f"{attempt_root(run, sample, attempt)}/transcript.jsonl"
+    return f"{attempt_root(run, sample, attempt)}/{TRANSCRIPT}"
 
 
 def deliverables(run: str, sample: str, attempt: int) -> str:
-    return f"{attempt_root(run, sample, attempt)}/deliverable_files"
+    return f"{attempt_root(run, sample, attempt)}/{DELIVERABLES}"
+
+
+@dataclass(frozen=True)
+class AttemptKeys:
+    """The keys of one attempt, for code that writes them."""
+
+    run: str
+    sample: str
+    attempt: int
+
+    @property
+    def root(self) -> str:
+        return attempt_root(self.run, self.sample, self.attempt)
+
+    @property
+    def result(self) -> str:
+        return result(self.run, self.sample, self.attempt)
+
+    @property
+    def transcript(self) -> str:
+        return transcript(self.run, self.sample, self.attempt)
+
+    @property
+    def deliverables(self) -> str:
+        return deliverables(self.run, self.sample, self.attempt)
+
+
+@dataclass(frozen=True)
+class AttemptFile:
+    """A key under an attempt, parsed: `rest` is the path inside the attempt folder."""
+
+    run: str
+    sample: str
+    attempt: int
+    rest: str
+
+    @property
+    def is_result(self) -> bool:
+        return self.rest == RESULT
+
+    @property
+    def deliverable(self) -> str | None:
+        """The path under deliverable_files/, or None for the attempt's other files."""
+        prefix = f"{DELIVERABLES}/"
+        return self.rest.removeprefix(prefix) if self.rest.startswith(prefix) else None
+
+
+def parse_attempt_key(key: str) -> AttemptFile | None:
+    match = _ATTEMPT.match(key)
+    if not match:
+        return None
+    return AttemptFile(match["run"], match["sample"], int(match["n"]), match["rest"])
 
 
 def results_parquet(run: str) -> str:
-    return f"runs/{run}/results.parquet"
+    return f"{run_root(run)}/{RESULTS_PARQUET}"
 
 
 def submission(run: str) -> str:
-    return f"runs/{run}/submission"
+    return f"{run_root(run)}/submission"
+
+
+def package(run: str, repeat: int, repeats: int) -> str:
+    """One submission package per repeat; a single-repeat run has its package at the root."""
+    root = submission(run)
+    return root if repeats == 1 else f"{root}/repeat-{repeat}"
+
+
+def package_parquet(package_root: str) -> str:
+    return f"{package_root}/{SUBMISSION_PARQUET}"
+
+
+def package_info(package_root: str) -> str:
+    return f"{package_root}/{SUBMISSION_INFO}"
+
+
+def package_deliverable(package_root: str, task_id: str, relpath: str) -> str:
+    return f"{package_root}/{package_relpath(task_id, relpath)}"
+
+
+def package_relpath(task_id: str, relpath: str) -> str:
+    """A deliverable's path as the submission parquet lists it (relative to the package root)."""
+    return f"{DELIVERABLES}/{task_id}/{relpath}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import boto3
@@ -22,9 +22,16 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def s3_client(endpoint_url: str | None = None, region: str | None = None):
-    """A client for AWS or an S3-compatible server; credentials come from the usual AWS chain."""
+def s3_client(endpoint_url: str | None = None, region: str | None = None, credentials: Mapping[str, str] | None = None):
+    """The one S3 client of the project (runner, pods, operator): retries, timeouts, path-style addressing.
+
+    Credentials are `{"access_key_id": ..., "secret_access_key": ...}` (a run's Secret, read by
+    the operator) or, when absent, the usual AWS chain.
+    """
     endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    keys = {}
+    if credentials is not None:
+        keys = {"aws_access_key_id": credentials["access_key_id"], "aws_secret_access_key": credentials["secret_access_key"]}
     addressing = "path" if endpoint_url else "auto"
     config = Config(
         s3={"addressing_style": addressing},
@@ -37,6 +44,7 @@ def s3_client(endpoint_url: str | None = None, region: str | None = None):
         endpoint_url=endpoint_url,
         region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         config=config,
+        **keys,
     )
 
 
@@ -48,9 +56,9 @@ class S3Storage(Storage):
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
 
     @classmethod
-    def from_uri(cls, uri: str) -> "S3Storage":
+    def from_uri(cls, uri: str, client=None) -> "S3Storage":
         bucket, prefix = parse_s3_uri(uri)
-        return cls(bucket, prefix)
+        return cls(bucket, prefix, client)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key

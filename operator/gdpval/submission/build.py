@@ -9,7 +9,6 @@ rewritten whole, and files a previous build left behind are removed.
 from __future__ import annotations
 
 import io
-import re
 import tempfile
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -33,8 +32,6 @@ from gdpval.submission.schema import (
     succeeded,
 )
 
-PARQUET = "data/train-00000-of-00001.parquet"
-INFO = "submission_info.json"
 READY_DEFINITION = (
     "submission_ready = the share of this package's tasks (one sample each) whose committed attempt has "
     "status 'succeeded', i.e. the model ended with a final answer; failed and missing samples are not "
@@ -95,38 +92,27 @@ class Committed(BaseModel):
     present: set[str]
 
 
-_FILES = "deliverable_files/"
-_ATTEMPT = re.compile(r"^(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
-
-
 def committed_attempts(keys: list[str], run: str) -> dict[str, Committed]:
     """For each sample, the highest attempt with a result.json and its deliverable files (pure)."""
-    base = layout.sample_root(run, "")
-    files: dict[tuple[str, int], set[str]] = defaultdict(set)
+    files: dict[tuple[str, int], list[layout.AttemptFile]] = defaultdict(list)
     for key in keys:
-        match = _ATTEMPT.match(key.removeprefix(base))
-        if key.startswith(base) and match:
-            files[(match["sample"], int(match["n"]))].add(match["rest"])
+        parsed = layout.parse_attempt_key(key)
+        if parsed is not None and parsed.run == run:
+            files[(parsed.sample, parsed.attempt)].append(parsed)
     chosen: dict[str, Committed] = {}
-    for (sample, n), names in sorted(files.items()):
-        if layout.RESULT in names:
-            present = {name.removeprefix(_FILES) for name in names if name.startswith(_FILES)}
+    for (sample, n), parsed_files in sorted(files.items()):
+        if any(f.is_result for f in parsed_files):
+            present = {f.deliverable for f in parsed_files if f.deliverable is not None}
             chosen[sample] = Committed(attempt=n, present=present)
     return chosen
-
-
-def package_prefix(run: str, repeat: int, repeats: int) -> str:
-    """`runs/<run>/submission` for one repeat, `.../submission/repeat-<k>` for several."""
-    root = layout.submission(run)
-    return root if repeats == 1 else f"{root}/repeat-{repeat}"
 
 
 def build_submission(storage: Storage, run: str) -> SubmissionInfo:
     """Write every package, results.parquet, and remove what a previous build left behind."""
     record, entries = _load_run(storage, run)
-    attempts = committed_attempts(list(storage.list(layout.sample_root(run, "").rstrip("/"))), run)
+    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
     results, warnings = _load_results(storage, run, entries, attempts)
-    repeats = max([record.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
+    repeats = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
     builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"))
     packages = [builder.package([e for e in entries if e.sample.repeat == k], k, repeats) for k in range(repeats)]
     _remove_stale(storage, layout.submission(run), builder.written)
@@ -204,13 +190,13 @@ class _Builder:
 
     def package(self, entries: list[ManifestEntry], repeat: int, repeats: int) -> PackageInfo:
         """Copy deliverables, then the parquet, then submission_info.json (last, as the marker)."""
-        prefix = package_prefix(self.record.run_name, repeat, repeats)
+        prefix = layout.package(self.record.run_name, repeat, repeats)
         warnings: list[str] = []
         rows = []
         for entry in entries:
             result = self._copy(entry, self.results.get(entry.sample.sample_id), prefix, warnings)
             rows.append(submission_row(entry, result))
-        self._put(f"{prefix}/{PARQUET}", _parquet(submission_table(rows)))
+        self._put(layout.package_parquet(prefix), _parquet(submission_table(rows)))
         counts = _counts(entries, self.results)
         dataset = self.record.dataset
         info = PackageInfo(
@@ -218,7 +204,7 @@ class _Builder:
             dataset=dataset.location,
             dataset_source=dataset.source,
             dataset_revision=dataset.revision,
-            split=self.record.split,
+            split=self.record.settings.dataset.split,
             repeat=repeat,
             repeats=repeats,
             counts=counts,
@@ -226,7 +212,7 @@ class _Builder:
             created_at=self.created,
             warnings=warnings,
         )
-        self._put(f"{prefix}/{INFO}", (info.model_dump_json(indent=2) + "\n").encode())
+        self._put(layout.package_info(prefix), (info.model_dump_json(indent=2) + "\n").encode())
         return info
 
     def _copy(
@@ -275,11 +261,6 @@ def _parquet(table: pa.Table) -> bytes:
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     return buffer.getvalue()
-
-
-def _put(storage: Storage, key: str, data: bytes, written: set[str]) -> None:
-    storage.put_bytes(key, data)
-    written.add(key)
 
 
 def _remove_stale(storage: Storage, root: str, written: set[str]) -> None:

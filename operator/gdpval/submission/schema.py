@@ -14,6 +14,7 @@ import pyarrow as pa
 from gdpval.dataset.models import BASE_COLUMNS, RUBRIC_COLUMNS
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult, SampleStatus
+from gdpval.storage import layout
 
 STRINGS = pa.list_(pa.field("element", pa.string()))
 
@@ -44,7 +45,6 @@ RESULTS_SCHEMA = pa.schema(
 )
 
 MISSING = "missing"
-DELIVERABLES_DIR = "deliverable_files"
 
 
 class UnsafeDeliverable(ValueError):
@@ -58,7 +58,7 @@ def deliverable_path(task_id: str, relative: str) -> str:
         raise UnsafeDeliverable(f"deliverable path {relative!r} is not a plain relative path")
     if "/" in task_id or task_id in ("", ".", ".."):
         raise UnsafeDeliverable(f"task id {task_id!r} cannot name a folder")
-    return f"{DELIVERABLES_DIR}/{task_id}/{relative}"
+    return layout.package_relpath(task_id, relative)
 
 
 def succeeded(result: SampleResult | None) -> bool:

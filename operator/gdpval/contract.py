@@ -1,0 +1,26 @@
+"""The pod contract: what the operator's manifests and the code running inside pods agree on.
+
+Ports, paths, environment names and the sandbox token live here once; the manifest builders
+(`controller.manifests`), the in-pod steps (`runner.pod`) and local sandboxes import them. The
+tool server is a standalone standard-library script copied into images, so it repeats the token's
+name and the health path; a unit test keeps them equal.
+"""
+
+from __future__ import annotations
+
+UID = 1000  # the non-root user of every container
+
+SANDBOX_HOST = "127.0.0.1"
+SANDBOX_PORT = 7000
+SANDBOX_URL = f"http://{SANDBOX_HOST}:{SANDBOX_PORT}"
+HEALTH_PATH = "/healthz"
+TOOLSERVER = "/opt/gdpval/toolserver.py"  # where images (and bubblewrap sandboxes) hold the tool server
+
+WORKSPACE = "/workspace"  # the model's working folder; deliverables go in its deliverable_files/
+REFERENCES = "/reference_files"  # read-only, laid out as <hash>/<name>
+SCRATCH = "/tmp"  # HOME and temporary files of our own containers
+CACHE_DIR = "/tmp/gdpval-cache"  # the prepare Job's dataset cache
+
+TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"  # bearer token shared by the agent and its sandbox only
+SETTINGS_ENV = "GDPVAL_RUN_SETTINGS"  # the prepare Job's run settings, as JSON
+API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only

@@ -1,0 +1,276 @@
+"""A run's settings: the one definition behind `gdpval run`'s flags, the GdpvalRun spec and run.json.
+
+On the wire (the CRD, run.json, the prepare Job's input) fields are Kubernetes-style camelCase; in
+Python they are snake_case. A field's description is both its flag's help and its `kubectl explain`
+text, and its bounds are checked the same way everywhere. `Flag` metadata names a field's
+command-line flag when it differs from `--<field-name>`.
+
+This module is the bottom layer: it imports nothing else of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+DEFAULT_DATASET = "openai-mirror/gdpval"
+MIB = 1024 * 1024
+HTTP_URL = r"^https?://[^\s/]+"
+# Sections fixed when a run starts: a resume or a spec change may not alter them.
+PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "sandbox", "deliverables")
+# Within them, where to reach the model may change on resume (the same model, served elsewhere); the
+# dataset revision is checked against the one the run resolved, not the one it asked for.
+UNPINNED = (("model", "base_url"), ("dataset", "revision"))
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field appears on the command line: its flag names, and whether the value is JSON."""
+
+    names: tuple[str, ...]
+    json: bool = False
+
+
+class SettingsModel(BaseModel):
+    """camelCase aliases on the wire; unknown keys ignored so newer files stay readable."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class ModelSettings(SettingsModel):
+    """The OpenAI-compatible endpoint and how to sample from it. The API key is never a setting."""
+
+    name: Annotated[str, Flag(("--model",))] = Field(min_length=1, max_length=256, description="Model name sent to the endpoint.")
+    base_url: Annotated[str | None, Flag(("--base-url",))] = Field(
+        default=None, alias="baseURL", max_length=2048, pattern=HTTP_URL,
+        description="OpenAI-compatible base URL (http:// or https://); empty means OPENAI_BASE_URL or the OpenAI API.",
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature; empty leaves the endpoint's default.")
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="max_tokens of each model response.")
+    extra_body: Annotated[dict[str, Any] | None, Flag(("--extra-body",), json=True)] = Field(
+        default=None, description='JSON object merged into every request body, e.g. {"top_p": 0.9}.'
+    )
+
+
+class DatasetSettings(SettingsModel):
+    """Where the GDPval tasks come from; the run pins the revision it resolved."""
+
+    id: Annotated[str, Flag(("--dataset",))] = Field(
+        default=DEFAULT_DATASET, min_length=1, max_length=1024,
+        description="ModelScope dataset id, an s3://bucket/prefix in the Hugging Face layout, or (local runs) a folder in that layout.",
+    )
+    revision: str | None = Field(default=None, max_length=256, description="Dataset revision to pin; empty means the latest (a resumed run keeps its own).")
+    split: str = Field(default="train", min_length=1, max_length=64, description="Dataset split.")
+
+
+ShortText = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class SelectionSettings(SettingsModel):
+    """Which tasks run, and how many samples each."""
+
+    limit: int | None = Field(default=None, ge=1, description="Run at most this many tasks (the dataset's first ones).")
+    task_ids: Annotated[list[ShortText], Flag(("--task-id",))] = Field(
+        default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Only these task ids."
+    )
+    sectors: Annotated[list[ShortText], Flag(("--sector",))] = Field(
+        default_factory=list, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Only tasks of these sectors."
+    )
+    occupations: Annotated[list[ShortText], Flag(("--occupation",))] = Field(
+        default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Only tasks of these occupations."
+    )
+    repeats: int = Field(default=1, ge=1, le=100, description="Samples per task (one submission package per repeat).")
+
+
+class AgentSettings(SettingsModel):
+    """The model loop of one sample attempt."""
+
+    max_steps: int = Field(default=250, ge=1, le=10000, description="Model turns before a sample fails.")
+    command_timeout_seconds: Annotated[int, Flag(("--command-timeout",))] = Field(
+        default=180, ge=1, le=86400, description="Seconds before a tool command is killed."
+    )
+    sample_deadline_seconds: Annotated[int | None, Flag(("--sample-deadline",))] = Field(
+        default=7200, ge=1, le=7 * 86400,
+        description="Wall-clock seconds of one sample attempt (model calls and tools); on Kubernetes the pod gets a few minutes more to upload.",
+    )
+
+
+class SandboxSettings(SettingsModel):
+    """What a sample's sandbox may reach."""
+
+    network: Annotated[bool, Flag(("--network/--no-network",))] = Field(
+        default=False, description="Let sandboxes reach the network (on Kubernetes: beyond the model and S3 endpoints)."
+    )
+
+
+class DeliverableSettings(SettingsModel):
+    """Caps on the files collected from a sample's deliverable_files/ folder."""
+
+    max_file_mib: Annotated[int, Flag(("--max-deliverable-mb",))] = Field(
+        default=200, ge=1, le=100_000, alias="maxFileMiB", description="Largest deliverable file kept, in MiB; larger ones are refused and listed."
+    )
+    max_files: Annotated[int, Flag(("--max-deliverable-files",))] = Field(
+        default=200, ge=1, le=100_000, description="Most deliverable files kept per sample."
+    )
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mib * MIB
+
+
+class OutputSettings(SettingsModel):
+    """Where artifacts go; they outlive the run."""
+
+    url: Annotated[str, Flag(("--output", "-o"))] = Field(
+        default="./gdpval-output", min_length=1, max_length=1024, description="Local folder or s3://bucket/prefix."
+    )
+    endpoint: Annotated[str | None, Flag(("--s3-endpoint",))] = Field(
+        default=None, max_length=2048, pattern=HTTP_URL,
+        description="S3-compatible endpoint URL (path-style addressing); empty means AWS_ENDPOINT_URL or AWS S3.",
+    )
+    region: Annotated[str | None, Flag(("--s3-region",))] = Field(default=None, max_length=64, description="S3 region; empty means AWS_REGION or us-east-1.")
+
+
+class RunSettings(SettingsModel):
+    """Everything that configures a run, on one machine or on Kubernetes."""
+
+    model: ModelSettings
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings)
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    deliverables: DeliverableSettings = Field(default_factory=DeliverableSettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    parallelism: Annotated[int, Flag(("--parallelism", "--concurrency"))] = Field(
+        default=4, ge=1, le=10000, description="Samples running at once (may change while a run goes on)."
+    )
+
+    def wire(self) -> dict[str, Any]:
+        """The camelCase JSON object stored in run.json and handed to the prepare Job."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    @classmethod
+    def of(cls, spec: BaseModel) -> "RunSettings":
+        """The run settings inside a larger model (a GdpvalRun spec): cluster-only fields drop out."""
+        return cls.model_validate(spec.model_dump(mode="json", by_alias=True))
+
+
+# --- the settings as command-line flags (pure; the CLI turns these into options) ----------------
+
+Path_ = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One leaf setting as a flag: where it lives in RunSettings and how the CLI declares it."""
+
+    path: Path_
+    names: tuple[str, ...]
+    kind: type  # str, int, float or bool; JSON flags take a str
+    default: Any
+    help: str
+    multiple: bool = False
+    json: bool = False
+
+    @property
+    def param(self) -> str:
+        """A unique Python identifier for the option (typer names parameters after it)."""
+        return "__".join(self.path)
+
+    @property
+    def flag(self) -> str:
+        return self.names[0].split("/")[0]
+
+
+def _submodel(annotation: Any) -> type[SettingsModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, SettingsModel) else None
+
+
+def _leaf_kind(annotation: Any) -> tuple[type, bool]:
+    """(scalar type, is a list) of `T`, `T | None` or `list[T]`."""
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    if getattr(annotation, "__origin__", None) is list:
+        return _leaf_kind(args[0])[0], True
+    if args and annotation not in (str, int, float, bool):
+        return _leaf_kind(args[0])
+    origin = getattr(annotation, "__origin__", annotation)
+    return (origin if origin in (str, int, float, bool) else str), False
+
+
+def flag_specs(model: type[SettingsModel] = RunSettings, prefix: Path_ = ()) -> list[FlagSpec]:
+    """Every leaf field of `model` as a flag, in declaration order."""
+    specs: list[FlagSpec] = []
+    for name, info in model.model_fields.items():
+        sub = _submodel(info.annotation)
+        if sub is not None:
+            specs += flag_specs(sub, (*prefix, name))
+            continue
+        flag = next((m for m in info.metadata if isinstance(m, Flag)), Flag((f"--{name.replace('_', '-')}",)))
+        kind, multiple = _leaf_kind(info.annotation)
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        specs.append(FlagSpec((*prefix, name), flag.names, str if flag.json else kind, default or None if multiple else default,
+                              info.description or "", multiple, flag.json))
+    return specs
+
+
+def wire_path(path: Path_, model: type[SettingsModel] = RunSettings) -> Path_:
+    """The camelCase path of a field (as in the CRD and run.json)."""
+    info = model.model_fields[path[0]]
+    head = info.alias or path[0]
+    sub = _submodel(info.annotation)
+    return (head, *wire_path(path[1:], sub)) if len(path) > 1 and sub else (head,)
+
+
+def nest(values: dict[Path_, Any]) -> dict[str, Any]:
+    """{("agent", "max_steps"): 9} -> {"agent": {"max_steps": 9}}."""
+    out: dict[str, Any] = {}
+    for path, value in values.items():
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def leaves(settings: BaseModel, prefix: Path_ = ()) -> dict[Path_, Any]:
+    """The leaf values of a settings object by Python path (the inverse of `nest`)."""
+    out: dict[Path_, Any] = {}
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SettingsModel):
+            out |= leaves(value, (*prefix, name))
+        else:
+            out[(*prefix, name)] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Change:
+    path: Path_
+    stored: Any
+    given: Any
+
+
+def pinned_changes(stored: RunSettings, wanted: RunSettings) -> list[Change]:
+    """Pinned settings that differ between a stored run and what is asked now."""
+    old, new = leaves(stored), leaves(wanted)
+    return [
+        Change(path, old[path], new[path])
+        for path in old
+        if path[0] in PINNED_SECTIONS and path not in UNPINNED and old[path] != new[path]
+    ]
+
+
+def resume_settings(stored: RunSettings, given: dict[Path_, Any]) -> tuple[RunSettings, list[Change]]:
+    """A resumed run keeps its stored settings; explicitly given ones override, and pinned changes are reported."""
+    merged = stored.model_dump()
+    for path, value in given.items():
+        node = merged
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+    wanted = RunSettings.model_validate(merged)
+    return wanted, pinned_changes(stored, wanted)
