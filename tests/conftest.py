@@ -1,5 +1,6 @@
-"""Shared fixtures backed by real servers: MinIO (`s3`, `s3_env`) and the local cluster
-(`cluster`, `cluster_s3`). Nothing starts until a test asks for it."""
+"""Shared fixtures: the sample dataset's path (`sample_dataset`), and fixtures backed by real
+servers: MinIO (`s3`, `s3_env`) and the local cluster (`cluster`, `cluster_s3`). Nothing starts
+until a test asks for it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if _TESTS not in sys.path:
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from infra.paths import cache_dir  # noqa: E402
+from support.standins import sample_dataset_path  # noqa: E402
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
@@ -31,6 +33,12 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Run cluster teardown tests last: they stop the cluster every other cluster test uses."""
     items.sort(key=lambda item: item.get_closest_marker(_TEARDOWN_MARK) is not None)
+
+
+@pytest.fixture(scope="session")
+def sample_dataset() -> Path:
+    """The 12-task GDPval sample shared beside the checkout (parquet only; see support.standins)."""
+    return sample_dataset_path()
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,6 @@ from infra.paths import REPO_ROOT, cache_dir, versions
 from support.polling import wait_until
 
 CRD = REPO_ROOT / "crds" / "gdpval.io_gdpvalruns.yaml"
-SAMPLE = REPO_ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
 
 
 def kubectl_binary() -> str:

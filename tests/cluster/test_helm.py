@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gdpval.fakemodel.server import start_background
-from operator_support import SAMPLE, Kube, image_ref, result_keys, run_manifest, upload_tree
+from operator_support import Kube, image_ref, result_keys, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -143,7 +143,7 @@ class PodWatcher(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def setup(cluster, cluster_s3, tmp_path_factory):
+def setup(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     namespace = f"gdpval-helm-{secrets.token_hex(3)}"
     kube = Kube(str(cluster.kubeconfig), namespace)
     restricted_namespace(kube, namespace)
@@ -152,7 +152,7 @@ def setup(cluster, cluster_s3, tmp_path_factory):
              f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
-    upload_tree(client, bucket, "dataset", make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset")))
+    upload_tree(client, bucket, "dataset", make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset")))
     helm = Helm(str(cluster.kubeconfig), namespace, "gdpval", tmp_path_factory.mktemp("values"))
     # A slow model keeps the run going long enough to upgrade the operator in the middle of it.
     with start_background(host=cluster.node_ip, port=0, latency=0.4) as model:

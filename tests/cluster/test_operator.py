@@ -17,7 +17,7 @@ import pytest
 from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
 from operator_support import (
-    CRD, INVALID, SAMPLE, Kube, OperatorProcess, assert_committed_once, image_ref, result_keys, run_manifest, upload_tree,
+    CRD, INVALID, Kube, OperatorProcess, assert_committed_once, image_ref, result_keys, run_manifest, upload_tree,
 )
 from support.standins import make_standin_dataset
 
@@ -34,7 +34,7 @@ COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def env(cluster, cluster_s3, tmp_path_factory):
+def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     """A restricted namespace with the CRD, S3 credentials, the dataset in MinIO and the operator."""
     namespace = f"gdpval-op-{secrets.token_hex(3)}"
     images = (cluster.images.get("operator", AGENT_IMAGE), cluster.images.get("sandbox-slim", SANDBOX_IMAGE))
@@ -48,7 +48,7 @@ def env(cluster, cluster_s3, tmp_path_factory):
              f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
-    dataset = make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset"))
+    dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
     upload_tree(client, bucket, "dataset", dataset)
     operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
     with start_background(host=cluster.node_ip, port=0) as model:

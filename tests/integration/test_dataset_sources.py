@@ -19,14 +19,13 @@ from gdpval.storage.s3 import S3Storage
 from support.modelscope_hub import StandinHub
 from support.standins import make_standin_dataset
 
-SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gdpval-v1-sample"
 MISSING = "reference_files/9633ae95869c5e80584dfc63d719714e/PM Duties (1).pdf"
 
 
 @pytest.fixture(scope="module")
-def standins(tmp_path_factory) -> Path:
+def standins(sample_dataset, tmp_path_factory) -> Path:
     """The sample with stand-in references, minus one file so a missing reference can be seen."""
-    root = make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("standins"))
+    root = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("standins"))
     (root / MISSING).unlink()
     return root
 

@@ -24,7 +24,6 @@ from gdpval.storage import open_storage
 from support.polling import wait_until
 from support.standins import make_standin_dataset
 
-SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gdpval-v1-sample"
 GDPVAL = str(Path(sys.executable).with_name("gdpval"))
 COLUMNS = [
     "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
@@ -33,8 +32,8 @@ COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    return make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("dataset"))
+def dataset(sample_dataset, tmp_path_factory) -> Path:
+    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
 
 
 @pytest.fixture(scope="module")

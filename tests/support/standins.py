@@ -20,7 +20,18 @@ from xml.sax.saxutils import escape
 
 import pyarrow.parquet as pq
 
+from infra.paths import REPO_ROOT
+
 _FIXED_TIME = (2024, 1, 1, 0, 0, 0)
+
+
+def sample_dataset_path() -> Path:
+    """The 12-task GDPval sample shared beside the checkout, ``../shared/data/gdpval-v1-sample``
+    (Hugging Face layout, parquet only: `make_standin_dataset` adds the reference files)."""
+    path = REPO_ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
+    if not any((path / "data").glob("*.parquet")):
+        raise FileNotFoundError(f"the GDPval sample dataset is missing: expected {path}/data/*.parquet")
+    return path
 
 
 def make_standin_dataset(src: Path, dest: Path) -> Path:

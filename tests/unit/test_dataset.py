@@ -15,13 +15,13 @@ from gdpval.dataset.loader import load_dataset, source_kind
 from gdpval.dataset.parquet import split_files
 from gdpval.dataset.references import Absent, FileCache
 
-SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gdpval-v1-sample"
 PARQUET = "data/train-00000-of-00001.parquet"
 GOLD = "GOLD-ANSWER"
 
 
-def sample_table() -> pa.Table:
-    return pq.read_table(SAMPLE / PARQUET)
+@pytest.fixture(scope="module")
+def sample_table(sample_dataset) -> pa.Table:
+    return pq.read_table(sample_dataset / PARQUET)
 
 
 def write_dataset(root: Path, table: pa.Table, name: str = PARQUET) -> Path:
@@ -48,19 +48,19 @@ def load(root: Path, tmp_path: Path, revision: str | None = None):
     return load_dataset(str(root), revision=revision, cache_dir=tmp_path / "cache")
 
 
-def test_first_revision_loads_twelve_tasks_without_rubric(tmp_path):
-    data = load(SAMPLE, tmp_path)
+def test_first_revision_loads_twelve_tasks_without_rubric(tmp_path, sample_table, sample_dataset):
+    data = load(sample_dataset, tmp_path)
     assert len(data.tasks) == 12
-    assert data.ref.source == "local" and Path(data.ref.location).resolve() == SAMPLE.resolve()
+    assert data.ref.source == "local" and Path(data.ref.location).resolve() == sample_dataset.resolve()
     assert len(data.ref.revision) == 12
-    assert [t.task_id for t in data.tasks] == sample_table().column("task_id").to_pylist()
+    assert [t.task_id for t in data.tasks] == sample_table.column("task_id").to_pylist()
     assert all(t.rubric_pretty == "" and t.rubric_json == "" for t in data.tasks)
     assert sum(len(t.reference_files) for t in data.tasks) == 50
     assert any(not t.prompt.isascii() for t in data.tasks)
 
 
-def test_current_revision_loads_rubric_and_drops_gold(tmp_path):
-    root = write_dataset(tmp_path / "v2", current_revision(sample_table()))
+def test_current_revision_loads_rubric_and_drops_gold(tmp_path, sample_table):
+    root = write_dataset(tmp_path / "v2", current_revision(sample_table))
     data = load(root, tmp_path)
     assert len(data.tasks) == 12
     assert data.tasks[3].rubric_pretty == "Rubric 3"
@@ -70,11 +70,11 @@ def test_current_revision_loads_rubric_and_drops_gold(tmp_path):
         assert "deliverable_file_urls" not in task.model_dump()
 
 
-def test_revision_is_a_content_hash_that_pins_the_folder(tmp_path):
-    root = write_dataset(tmp_path / "d", sample_table())
+def test_revision_is_a_content_hash_that_pins_the_folder(tmp_path, sample_table):
+    root = write_dataset(tmp_path / "d", sample_table)
     first = load(root, tmp_path)
     assert load(root, tmp_path, revision=first.ref.revision).ref == first.ref
-    write_dataset(root, sample_table().slice(0, 5))
+    write_dataset(root, sample_table.slice(0, 5))
     with pytest.raises(DatasetError, match=f"not {first.ref.revision}.*changed"):
         load(root, tmp_path, revision=first.ref.revision)
 
@@ -105,8 +105,8 @@ def test_missing_folder_says_it_does_not_exist(tmp_path):
         load(tmp_path / "nowhere", tmp_path)
 
 
-def test_folder_without_the_split_lists_what_it_found(tmp_path):
-    root = write_dataset(tmp_path / "d", sample_table(), "data/test-00000-of-00001.parquet")
+def test_folder_without_the_split_lists_what_it_found(tmp_path, sample_table):
+    root = write_dataset(tmp_path / "d", sample_table, "data/test-00000-of-00001.parquet")
     with pytest.raises(DatasetError, match=r"no parquet file for split 'train'.*data/test-00000-of-00001\.parquet"):
         load(root, tmp_path)
 
@@ -118,14 +118,14 @@ def test_bad_parquet_is_named(tmp_path):
         load(tmp_path / "d", tmp_path)
 
 
-def test_missing_columns_are_listed(tmp_path):
-    root = write_dataset(tmp_path / "d", sample_table().drop_columns(["prompt", "sector"]))
+def test_missing_columns_are_listed(tmp_path, sample_table):
+    root = write_dataset(tmp_path / "d", sample_table.drop_columns(["prompt", "sector"]))
     with pytest.raises(DatasetError, match="lacks the column\\(s\\) sector, prompt"):
         load(root, tmp_path)
 
 
-def test_empty_task_id_and_wrong_types_are_refused(tmp_path):
-    table = sample_table()
+def test_empty_task_id_and_wrong_types_are_refused(tmp_path, sample_table):
+    table = sample_table
     ids = table.column("task_id").to_pylist()
     nulls = table.set_column(0, "task_id", pa.array([None, *ids[1:]], pa.string()))
     with pytest.raises(DatasetError, match="row 0: column task_id is empty"):
@@ -135,8 +135,8 @@ def test_empty_task_id_and_wrong_types_are_refused(tmp_path):
         load(write_dataset(tmp_path / "b", numbers), tmp_path)
 
 
-def test_duplicate_task_ids_are_refused(tmp_path):
-    table = sample_table()
+def test_duplicate_task_ids_are_refused(tmp_path, sample_table):
+    table = sample_table
     doubled = pa.concat_tables([table, table.slice(0, 1)])
     with pytest.raises(DatasetError, match="duplicate task ids: 83d10b06"):
         load(write_dataset(tmp_path / "d", doubled), tmp_path)
@@ -148,8 +148,8 @@ def test_split_file_naming():
     assert split_files(names, "train") == sorted(names[:4])
 
 
-def test_local_references_are_used_in_place(tmp_path):
-    root = write_dataset(tmp_path / "d", sample_table())
+def test_local_references_are_used_in_place(tmp_path, sample_table):
+    root = write_dataset(tmp_path / "d", sample_table)
     data = load(root, tmp_path)
     path = data.tasks[0].reference_files[0]
     (root / path).parent.mkdir(parents=True)
@@ -158,8 +158,8 @@ def test_local_references_are_used_in_place(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_missing_reference_names_the_task_and_path(tmp_path):
-    data = load(SAMPLE, tmp_path)
+def test_missing_reference_names_the_task_and_path(tmp_path, sample_dataset):
+    data = load(sample_dataset, tmp_path)
     task = data.tasks[1]
     with pytest.raises(MissingReference) as caught:
         data.fetch_reference(task.reference_files[2])
@@ -169,9 +169,9 @@ def test_missing_reference_names_the_task_and_path(tmp_path):
 
 @pytest.mark.parametrize("bad", ["../secret", "reference_files/../../etc/passwd", "data/train.parquet",
                                  "/etc/passwd", "reference_files/only-hash"])
-def test_reference_paths_must_be_reference_files(bad, tmp_path):
+def test_reference_paths_must_be_reference_files(bad, tmp_path, sample_dataset):
     with pytest.raises(DatasetError):
-        load(SAMPLE, tmp_path).fetch_reference(bad)
+        load(sample_dataset, tmp_path).fetch_reference(bad)
 
 
 def test_file_cache_fetches_once_under_concurrency(tmp_path):
@@ -212,8 +212,8 @@ def test_file_cache_never_leaves_a_partial_file(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_rows_naming_unsafe_reference_paths_are_refused_at_load(tmp_path):
-    table = sample_table()
+def test_rows_naming_unsafe_reference_paths_are_refused_at_load(tmp_path, sample_table):
+    table = sample_table
     refs = table.column("reference_files").to_pylist()
     refs[0] = ["reference_files/../../etc/passwd"]
     bad = table.set_column(4, "reference_files", pa.array(refs, pa.list_(pa.string())))

@@ -16,28 +16,27 @@ import pytest
 
 from support.standins import make_standin_dataset, standin_bytes
 
-SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gdpval-v1-sample"
 OOXML_MAIN = {"xlsx": "xl/workbook.xml", "docx": "word/document.xml", "pptx": "ppt/presentation.xml"}
 
 
 @pytest.fixture(scope="module")
-def standins(tmp_path_factory) -> Path:
-    return make_standin_dataset(SAMPLE, tmp_path_factory.mktemp("standins"))
+def standins(sample_dataset, tmp_path_factory) -> Path:
+    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("standins"))
 
 
-def test_every_reference_named_by_the_rows_exists(standins):
+def test_every_reference_named_by_the_rows_exists(standins, sample_dataset):
     rows = pq.read_table(standins / "data/train-00000-of-00001.parquet").column("reference_files").to_pylist()
     named = {path for paths in rows for path in paths}
     made = {p.relative_to(standins).as_posix() for p in (standins / "reference_files").rglob("*") if p.is_file()}
     assert made == named and len(named) == 50
     parquet = "data/train-00000-of-00001.parquet"
-    assert (standins / parquet).read_bytes() == (SAMPLE / parquet).read_bytes()
+    assert (standins / parquet).read_bytes() == (sample_dataset / parquet).read_bytes()
     sizes = [p.stat().st_size for p in (standins / "reference_files").rglob("*.pdf")]
     assert len(set(sizes)) > 3
 
 
-def test_content_is_deterministic(standins, tmp_path):
-    again = make_standin_dataset(SAMPLE, tmp_path / "again")
+def test_content_is_deterministic(standins, sample_dataset, tmp_path):
+    again = make_standin_dataset(sample_dataset, tmp_path / "again")
     for path in (standins / "reference_files").rglob("*"):
         if path.is_file():
             assert (again / path.relative_to(standins)).read_bytes() == path.read_bytes()
