@@ -9,7 +9,7 @@ from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Outcome
 from gdpval.controller.observe import JobView, PodView
-from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, budget_allowed, decide, needed_probes
+from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, decide, needed_probes
 
 NOW = 1_000_000.0
 SAMPLES = tuple(f"t{i}-r0" for i in range(6))
@@ -125,11 +125,6 @@ def test_failure_budget_exceeded_fails_and_stops_pods():
     plan = decide(obs(ledger=ledger, pods=(live,), spec=spec(failureBudget=1)))
     assert plan.state == "Failed" and plan.reason == "FailureBudgetExceeded"
     assert "2 failed samples (2 PodFailed)" in plan.message and plan.delete_pods == [live.name] and not plan.create_pods
-
-
-def test_budget_percentages():
-    assert budget_allowed("10%", 12) == 1 and budget_allowed("0%", 100) == 0 and budget_allowed(3, 10) == 3
-    assert budget_allowed("100%", 7) == 7
 
 
 def test_suspend_starts_nothing_and_running_pods_finish():

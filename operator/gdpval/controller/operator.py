@@ -34,6 +34,7 @@ from gdpval.controller.ledger import Ledger, decode, encode
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.observe import JobView, PodView, iso, parse_job, parse_pod
+from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, error_backoff, job_error_current, report_errors
 from gdpval.controller.reconcile import (
     RESYNC_SECONDS,
     TERMINAL_STATES,
@@ -51,8 +52,6 @@ from gdpval.storage import NotFound, StorageError
 
 log = logging.getLogger("gdpval.operator")
 RunKey = tuple[str, str]
-JOB_ERROR_SECONDS = 30.0
-REPORT_AFTER_ERRORS = 3
 
 
 @dataclass(frozen=True)
@@ -186,13 +185,13 @@ class Controller:
                 worker.errors = 0
             except Conflict as exc:
                 log.info("run %s/%s: %s; retrying", *worker.key, exc)
-                delay = 1.0
+                delay = CONFLICT_RETRY_SECONDS
             except Exception as exc:
                 failed = True
                 worker.errors += 1
-                delay = min(60.0, 2.0 ** worker.errors)
+                delay = error_backoff(worker.errors)
                 log.exception("run %s/%s: reconcile failed; retrying in %.0fs", *worker.key, delay)
-                if worker.errors >= REPORT_AFTER_ERRORS:
+                if report_errors(worker.errors):
                     await self._report_error(worker, exc)
         self.metrics.observe_reconcile(time.monotonic() - started, failed)
         return delay
@@ -239,7 +238,7 @@ class Controller:
             status = blocked_status(prev, obs.generation, obs.blockers[0].reason, message, obs.now)
             await self._post(ctx, transition_notes(prev, status), obs.now)
             await self._write_status(worker, status)
-            return 30.0
+            return BLOCKED_RETRY_SECONDS
         return await self._finish_pass(worker, ctx, obs, decide(obs), ledger_version)
 
     async def _observe(self, worker: RunWorker, ctx: RunContext, obs: Observed) -> tuple[Observed, str | None]:
@@ -266,7 +265,7 @@ class Controller:
         if not ctx.agent_image or not ctx.sandbox_image:
             out.append(Blocker("ImageNotSet", "set spec.images.agent and spec.images.sandbox, or give the operator default images"))
         for component, (when, message) in list(worker.job_errors.items()):
-            if now - when < JOB_ERROR_SECONDS:
+            if job_error_current(when, now):
                 out.append(Blocker("JobCreateFailed", f"the {component} Job was refused: {message}"))
         return out
 

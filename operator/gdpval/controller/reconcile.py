@@ -24,9 +24,9 @@ from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
+from gdpval.controller.policy import budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, retry_at
 
 TERMINAL_STATES = ("Succeeded", "Failed")
-CREATE_RETRY_SECONDS = 30.0
 RESYNC_SECONDS = 60.0
 
 
@@ -120,25 +120,6 @@ class Plan:
         return max(1.0, soonest)
 
 
-def budget_allowed(budget: int | str, total: int) -> int:
-    """Failed samples the run tolerates: a count, or a percentage of all samples (rounded down)."""
-    if isinstance(budget, int):
-        return budget
-    text = str(budget).strip()
-    if text.endswith("%"):
-        return total * int(text[:-1]) // 100
-    return int(text)
-
-
-def backoff(spec: GdpvalRunSpec, attempt: int) -> float:
-    policy = spec.samples
-    return float(min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** max(0, attempt - 1)))
-
-
-def max_attempts(spec: GdpvalRunSpec) -> int:
-    return 1 + spec.samples.retries
-
-
 def _is_current(entry: Entry | None, pod: PodView) -> bool:
     """The pod is the attempt the ledger has in flight (or one it has not heard of yet)."""
     if entry is None or pod.attempt > entry.attempt:
@@ -174,11 +155,6 @@ def _stuck(spec: GdpvalRunSpec, pod: PodView, now: float) -> str:
     return ""
 
 
-def _keep_pod(spec: GdpvalRunSpec, outcome: Outcome) -> bool:
-    policy = spec.cleanup_policy
-    return policy == "Keep" or (policy == "KeepFailed" and outcome != Outcome.succeeded)
-
-
 def _record_pods(obs: Observed, plan: Plan) -> None:
     """Fold every sample pod into the ledger: adopt, finish, replace when stuck, clean up."""
     for pod in _sample_pods(obs):
@@ -209,7 +185,7 @@ def _settle_old_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry | None
         _delete(plan, pod)
         return
     outcome = entry.outcome if entry and entry.attempt == pod.attempt else Outcome.lost
-    if not _keep_pod(obs.spec, outcome):
+    if not keep_pod(obs.spec, outcome):
         _delete(plan, pod)
 
 
@@ -222,14 +198,14 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
-    if not _keep_pod(obs.spec, ended.outcome):
+    if not keep_pod(obs.spec, ended.outcome):
         _delete(plan, pod)
 
 
 def _end(obs: Observed, plan: Plan, sample: str, ended: Entry) -> Entry:
     """Record an ended attempt; a sample out of retries gets an Event saying why."""
     plan.ledger[sample] = ended
-    if ended.outcome in (Outcome.failed, Outcome.lost) and ended.attempt >= max_attempts(obs.spec):
+    if gave_up(obs.spec, ended):
         plan.notes.append(Note("SampleFailed", f"sample {sample} failed after {ended.attempt} attempt(s): {ended.reason}", warning=True))
     return ended
 
@@ -270,12 +246,14 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
 
 
 def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
-    failed = obs.create_failures.get(sample)
-    if failed and obs.now - failed[0] < CREATE_RETRY_SECONDS:
-        plan.wake_at.append(failed[0] + CREATE_RETRY_SECONDS)
-        plan.waiting.append(f"{sample}: pod creation failed: {failed[1]}")
-        return True
-    return False
+    """A pod the API refused is not asked for again until the retry delay is over."""
+    refused = obs.create_failures.get(sample)
+    ready = create_retry_at(refused, obs.now)
+    if ready is None:
+        return False
+    plan.wake_at.append(ready)
+    plan.waiting.append(f"{sample}: pod creation failed: {refused[1]}")
+    return True
 
 
 def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger) -> Tally:
@@ -293,7 +271,7 @@ def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger) -> Tall
             t.running += 1
         elif entry.outcome == Outcome.succeeded:
             t.succeeded += 1
-        elif entry.attempt >= max_attempts(spec):
+        elif gave_up(spec, entry):
             t.failed += 1
             t.failure_reasons[entry.reason] = t.failure_reasons.get(entry.reason, 0) + 1
         else:
@@ -308,14 +286,13 @@ def _fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     retries, fresh = [], []
     for sample in samples:
         entry = plan.ledger.get(sample)
+        ready = None if entry is None else retry_at(obs.spec, entry)
         if entry is None:
             fresh.append(sample)
-        elif entry.outcome in (Outcome.failed, Outcome.lost) and entry.attempt < max_attempts(obs.spec):
-            ready = entry.ended + backoff(obs.spec, entry.attempt)
-            if ready <= obs.now:
-                retries.append(sample)
-            else:
-                plan.wake_at.append(ready)
+        elif ready is not None and ready <= obs.now:
+            retries.append(sample)
+        elif ready is not None:
+            plan.wake_at.append(ready)
     for sample in retries + fresh:
         if slots <= 0:
             return
@@ -405,8 +382,7 @@ def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
 def _cleanup_jobs(obs: Observed, plan: Plan) -> None:
     """After the run ends, Jobs follow the cleanup policy (their pods' logs go with them)."""
     for job in obs.jobs.values():
-        keep = obs.spec.cleanup_policy == "Keep" or (obs.spec.cleanup_policy == "KeepFailed" and job.failed)
-        if not keep and not job.active and job.name not in plan.delete_jobs:
+        if not keep_job(obs.spec, job) and job.name not in plan.delete_jobs:
             plan.delete_jobs.append(job.name)
 
 
@@ -465,7 +441,7 @@ def _settled(obs: Observed, plan: Plan) -> Plan:
     plan.state, plan.reason = prev.state, next((c.reason for c in prev.conditions if c.type == prev.state and c.status == "True"), prev.state)
     plan.message = next((c.message for c in prev.conditions if c.type == prev.state), "")
     for pod in obs.pods:
-        if pod.component == n.COMPONENT_SAMPLE and (not pod.terminal or not _keep_pod(obs.spec, Outcome.lost if prev.state == "Failed" else Outcome.succeeded)):
+        if pod.component == n.COMPONENT_SAMPLE and (not pod.terminal or not keep_pod(obs.spec, Outcome.lost if prev.state == "Failed" else Outcome.succeeded)):
             _delete(plan, pod)
     _cleanup_jobs(obs, plan)
     if obs.samples is not None:

@@ -1,0 +1,94 @@
+"""How patient and how tidy a run is: retries, backoff, the failure budget, cleanup. No I/O.
+
+`reconcile` decides what happens next; these pure functions of the spec and an outcome hold the
+numbers and rules it applies, so each rule is read and tested on its own.
+"""
+
+from __future__ import annotations
+
+from gdpval.controller.api import GdpvalRunSpec
+from gdpval.controller.ledger import Entry, Outcome
+from gdpval.controller.observe import JobView
+
+# A refused pod create (quota, admission) is tried again after this; the API's message shows meanwhile.
+CREATE_RETRY_SECONDS = 30.0
+# A refused Job create blocks the run this long, then the next pass tries again.
+JOB_ERROR_SECONDS = 30.0
+# A blocked run (missing Secret, unreachable storage) is looked at again after this.
+BLOCKED_RETRY_SECONDS = 30.0
+# The ledger changed under a pass: another pass soon reads the new version.
+CONFLICT_RETRY_SECONDS = 1.0
+# Passes failing in a row: backoff doubles up to the cap; the run's status says so from the Nth.
+MAX_ERROR_BACKOFF_SECONDS = 60.0
+REPORT_AFTER_ERRORS = 3
+
+_ENDED_BADLY = (Outcome.failed, Outcome.lost)
+
+
+def budget_allowed(budget: int | str, total: int) -> int:
+    """Failed samples the run tolerates: a count, or a percentage of all samples (rounded down)."""
+    if isinstance(budget, int):
+        return budget
+    text = str(budget).strip()
+    if text.endswith("%"):
+        return total * int(text[:-1]) // 100
+    return int(text)
+
+
+def max_attempts(spec: GdpvalRunSpec) -> int:
+    return 1 + spec.samples.retries
+
+
+def backoff(spec: GdpvalRunSpec, attempt: int) -> float:
+    """Delay after `attempt` failed: doubling from backoffSeconds, capped at maxBackoffSeconds."""
+    policy = spec.samples
+    return float(min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** max(0, attempt - 1)))
+
+
+def gave_up(spec: GdpvalRunSpec, entry: Entry) -> bool:
+    """The sample's last attempt ended without success and no retry is left: it counts as failed."""
+    return entry.outcome in _ENDED_BADLY and entry.attempt >= max_attempts(spec)
+
+
+def retry_at(spec: GdpvalRunSpec, entry: Entry) -> float | None:
+    """When the sample's next attempt may start, or None when none will (running, succeeded, gave up)."""
+    if entry.outcome not in _ENDED_BADLY or gave_up(spec, entry):
+        return None
+    return entry.ended + backoff(spec, entry.attempt)
+
+
+def create_retry_at(refused: tuple[float, str] | None, now: float) -> float | None:
+    """When a refused pod create may be tried again, or None when nothing holds it back."""
+    if refused is None or now - refused[0] >= CREATE_RETRY_SECONDS:
+        return None
+    return refused[0] + CREATE_RETRY_SECONDS
+
+
+def job_error_current(refused_at: float, now: float) -> bool:
+    """A refused Job create still blocks the run (afterwards the create is simply tried again)."""
+    return now - refused_at < JOB_ERROR_SECONDS
+
+
+def error_backoff(errors: int) -> float:
+    """Delay before the next pass after `errors` failed passes in a row."""
+    return min(MAX_ERROR_BACKOFF_SECONDS, 2.0**errors)
+
+
+def report_errors(errors: int) -> bool:
+    """Failures this persistent belong in the run's status, not only in the operator's log."""
+    return errors >= REPORT_AFTER_ERRORS
+
+
+def _keep(spec: GdpvalRunSpec, failed: bool) -> bool:
+    policy = spec.cleanup_policy
+    return policy == "Keep" or (policy == "KeepFailed" and failed)
+
+
+def keep_pod(spec: GdpvalRunSpec, outcome: Outcome) -> bool:
+    """A finished sample pod stays for its logs when the policy keeps it; only success counts as not failed."""
+    return _keep(spec, outcome != Outcome.succeeded)
+
+
+def keep_job(spec: GdpvalRunSpec, job: JobView) -> bool:
+    """A Job stays while it runs (a failed run deletes those itself), or when the policy keeps it."""
+    return bool(job.active) or _keep(spec, job.failed)
