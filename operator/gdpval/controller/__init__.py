@@ -3,9 +3,12 @@
 Modules, from pure to effectful:
 - `api`: the GdpvalRun spec/status models (the CRD is generated from them by `crd`);
 - `names`, `manifests`: names, labels and every object the operator creates;
-- `ledger`, `observe`, `reconcile`, `status`: per-sample state, views of pods/Jobs, the reconcile
-  decision and the status it yields (no I/O, unit tested);
-- `kube`, `s3io`: blocking Kubernetes and S3 calls; `operator`: kopf wiring; `metrics`.
+- `ledger`, `observe`, `reconcile`, `policy`, `status`: per-sample state, views of pods/Jobs, the
+  reconcile decision, its retry/budget/cleanup rules and the status it yields (no I/O, unit tested);
+- `kube`, `s3io`: blocking Kubernetes and S3 calls;
+- `gather` (what a pass reads), `effects` (what it writes), `memory` (what a worker keeps between
+  passes), `worker` (the Controller: one worker per run, its passes); `operator`: kopf wiring and
+  the process entry point; `metrics`.
 
 Per-sample state lives in pods (attempts in flight), S3 result.json (commit markers) and a ledger
 ConfigMap owned by the run; see `reconcile` for why this is crash-safe.

@@ -1,0 +1,83 @@
+"""A plan's effects on the cluster: the ledger, deletions, creations, Events, the status.
+
+Every call is idempotent (see `kube`), so a pass that dies halfway is simply repeated. Blocking
+calls run in threads, or the whole of `apply` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+
+from gdpval.controller import api, manifests
+from gdpval.controller import names as n
+from gdpval.controller.api import GdpvalRunStatus
+from gdpval.controller.kube import Kube
+from gdpval.controller.ledger import encode
+from gdpval.controller.manifests import RunContext
+from gdpval.controller.memory import Refusals, RunMemory
+from gdpval.controller.observe import iso
+from gdpval.controller.reconcile import Note, Observed, Plan
+from gdpval.controller.status import status_patch
+
+log = logging.getLogger("gdpval.operator")
+_JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBLE: manifests.assemble_job}
+
+
+class Effects:
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    async def write_ledger(self, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
+        """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass)."""
+        if version is not None and plan.ledger != obs.ledger:
+            await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), version)
+
+    def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
+        """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation."""
+        for name in plan.delete_pods:
+            self.kube.delete_pod(ctx.namespace, name)
+        for name in plan.delete_jobs:
+            self.kube.delete_job(ctx.namespace, name)
+        if plan.network_policy and not memory.network_policy:
+            self.kube.ensure_network_policy(manifests.network_policy(ctx))
+            memory.network_policy = True
+        refused = False
+        for sample, attempt in plan.create_pods:
+            message = self.kube.create_pod(manifests.sample_pod(ctx, sample, attempt, secrets.token_urlsafe(32)))
+            refused |= _remember(memory.create_failures, sample, message, now)
+            if message:
+                plan.notes.append(Note("CreateFailed", f"pod for {sample} attempt {attempt} refused: {message}", warning=True))
+        for component in plan.create_jobs:
+            refused |= _remember(memory.job_errors, component, self.kube.create_job(_JOB_BUILDERS[component](ctx)), now)
+        return refused
+
+    async def write_status(self, memory: RunMemory, namespace: str, name: str, status: GdpvalRunStatus) -> None:
+        """Write only on change; the worker's pacing bounds the rate."""
+        if memory.written is not None and status_patch(memory.written) == status_patch(status):
+            return
+        await asyncio.to_thread(self.kube.patch_status, namespace, name, status_patch(status))
+        memory.written = status
+
+    async def post(self, ctx: RunContext, notes: list[Note], now: float) -> None:
+        """Events, best effort: the status says the same."""
+        for note in notes:
+            event = manifests.event(
+                ctx.name, ctx.namespace, ctx.uid, api.KIND, note.reason, note.message, iso(now), secrets.token_hex(6),
+                warning=note.warning, instance=os.environ.get("HOSTNAME", n.MANAGED_BY),
+            )
+            try:
+                await asyncio.to_thread(self.kube.post_event, event)
+            except Exception:
+                log.warning("run %s/%s: could not post event %s", ctx.namespace, ctx.name, note.reason, exc_info=True)
+
+
+def _remember(refusals: Refusals, key: str, message: str | None, now: float) -> bool:
+    """Keep a refusal for the next passes to report and wait out; a success clears it."""
+    if message:
+        refusals[key] = (now, message)
+        return True
+    refusals.pop(key, None)
+    return False

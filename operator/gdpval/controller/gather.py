@@ -1,0 +1,122 @@
+"""What a pass reads beyond the kopf indexes: Secrets, the ledger, the manifest, S3 probes, the submission.
+
+Blocking calls run in threads. Problems a user can fix (a missing Secret, unreachable storage)
+come back as blockers, never as exceptions, so the run's status can say what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from gdpval.controller import manifests, s3io
+from gdpval.controller import names as n
+from gdpval.controller.api import OutputSpec
+from gdpval.controller.kube import Kube
+from gdpval.controller.ledger import Ledger, decode, encode
+from gdpval.controller.manifests import RunContext
+from gdpval.controller.memory import RunMemory
+from gdpval.controller.policy import job_error_current
+from gdpval.controller.reconcile import Blocker, Observed, Probe, needed_probes
+from gdpval.storage import NotFound, Storage, StorageError
+
+log = logging.getLogger("gdpval.operator")
+OpenStorage = Callable[[OutputSpec, Mapping[str, str] | None], Storage]
+
+
+def indexed(index: Mapping[str, Any], uid: str) -> tuple:
+    """The run's entries of a kopf index (empty before the index has any)."""
+    store = index.get(uid) if index else None
+    return tuple(store) if store else ()
+
+
+class Gatherer:
+    def __init__(self, kube: Kube, open_storage: OpenStorage):
+        self.kube = kube
+        self.open_storage = open_storage
+
+    async def gather(self, memory: RunMemory, ctx: RunContext, obs: Observed) -> tuple[Observed, str | None]:
+        """`obs` completed, with the ledger's resourceVersion; None instead when a blocker stops the pass."""
+        blockers = static_blockers(memory, ctx, obs.now)
+        check = await asyncio.to_thread(self.kube.check_secrets, ctx.namespace, ctx.spec)
+        blockers += check.blockers
+        if ctx.spec.output.credentials_secret and check.s3_credentials is None:
+            return replace(obs, blockers=tuple(blockers)), None
+        try:
+            storage = self._storage(memory, ctx, check.s3_credentials)
+            ledger, version = await asyncio.to_thread(self._load_ledger, ctx, storage, obs.now)
+            obs = replace(obs, ledger=ledger, blockers=tuple(blockers))
+            obs = await _load_samples(memory, ctx, storage, obs)
+            probes = await asyncio.to_thread(self._probes, ctx, storage, obs)
+            obs = replace(obs, probes=probes, create_failures=dict(memory.create_failures))
+            return await _load_submission(ctx, storage, obs), version
+        except StorageError as exc:
+            blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))
+            return replace(obs, blockers=tuple(blockers)), None
+
+    def _storage(self, memory: RunMemory, ctx: RunContext, creds: Mapping[str, str] | None) -> Storage:
+        """Opened once per output spec and credentials: a rotated Secret gets a new client."""
+        key = (ctx.spec.output.model_dump_json(), tuple(sorted((creds or {}).items())))
+        if memory.storage is None or memory.storage_key != key:
+            memory.storage, memory.storage_key = self.open_storage(ctx.spec.output, creds), key
+        return memory.storage
+
+    def _load_ledger(self, ctx: RunContext, storage: Storage, now: float) -> tuple[Ledger, str]:
+        """The ledger ConfigMap, created (rebuilt from S3 if the run was prepared) when it is missing."""
+        found = self.kube.read_ledger(ctx.namespace, n.ledger_name(ctx.name), ctx.uid)
+        if found is not None:
+            return decode(found[0]), found[1]
+        ledger = s3io.rebuild_ledger(storage, ctx.name, now) if s3io.is_prepared(storage, ctx.name) else {}
+        version = self.kube.create_ledger(manifests.ledger_configmap(ctx, encode(ledger)))
+        if ledger:
+            log.info("run %s/%s: ledger rebuilt from S3 with %d samples", ctx.namespace, ctx.name, len(ledger))
+        return ledger, version
+
+    def _probes(self, ctx: RunContext, storage: Storage, obs: Observed) -> dict[tuple[str, int], Probe]:
+        """S3 and a direct GET for the attempts `reconcile` cannot decide from the index alone."""
+        present = {(p.sample, p.attempt) for p in obs.pods}
+        out = {}
+        for sample, attempt in needed_probes(obs):
+            exists = (sample, attempt) in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
+            out[(sample, attempt)] = s3io.probe(storage, ctx.name, sample, attempt, exists)
+        return out
+
+
+def static_blockers(memory: RunMemory, ctx: RunContext, now: float) -> list[Blocker]:
+    """Blockers known without a call: no image to run, or a Job the API refused a moment ago."""
+    out = []
+    if not ctx.agent_image or not ctx.sandbox_image:
+        out.append(Blocker("ImageNotSet", "set spec.images.agent and spec.images.sandbox, or give the operator default images"))
+    for component, (when, message) in list(memory.job_errors.items()):
+        if job_error_current(when, now):
+            out.append(Blocker("JobCreateFailed", f"the {component} Job was refused: {message}"))
+    return out
+
+
+async def _load_samples(memory: RunMemory, ctx: RunContext, storage: Storage, obs: Observed) -> Observed:
+    """The manifest's samples once the prepare Job succeeded; read once, they never change."""
+    if memory.samples is None:
+        prepare = obs.jobs.get(n.COMPONENT_PREPARE)
+        if not ((prepare and prepare.succeeded) or obs.status.dataset_revision):
+            return obs
+        try:
+            memory.samples, memory.revision = await asyncio.to_thread(s3io.load_samples, storage, ctx.name)
+        except (NotFound, ValidationError, ValueError) as exc:
+            return replace(obs, manifest_error=f"the prepare Job finished but the manifest is unreadable: {exc}")
+    return replace(obs, samples=memory.samples, dataset_revision=memory.revision)
+
+
+async def _load_submission(ctx: RunContext, storage: Storage, obs: Observed) -> Observed:
+    """The submission, read only after the assemble Job succeeded (its info file is written last)."""
+    job = obs.jobs.get(n.COMPONENT_ASSEMBLE)
+    if not (job and job.succeeded):
+        return obs
+    try:
+        return replace(obs, submission=await asyncio.to_thread(s3io.read_submission, storage, ctx.name))
+    except (NotFound, ValueError, KeyError) as exc:
+        return replace(obs, submission_error=f"the assemble Job finished but submission_info.json is unreadable: {exc}")
