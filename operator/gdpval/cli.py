@@ -17,6 +17,7 @@ from rich.console import Console
 from pydantic import ValidationError
 
 from gdpval import contract
+from gdpval.controller.entry import operator_command
 from gdpval.errors import GdpvalError
 from gdpval.settings import FlagSpec, Path_, flag_specs
 
@@ -233,21 +234,7 @@ def fake_model(
     serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after)
 
 
-@app.command("operator")
-def operator_cmd(
-    namespace: Annotated[Optional[list[str]], typer.Option("--namespace", "-n", help="Namespace to watch (repeatable; none = all).")] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /healthz (0 = off).")] = 8080,
-    agent_image: Annotated[Optional[str], typer.Option(envvar="GDPVAL_AGENT_IMAGE", help="Default agent image.")] = None,
-    sandbox_image: Annotated[Optional[str], typer.Option(envvar="GDPVAL_SANDBOX_IMAGE", help="Default sandbox image.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
-) -> None:
-    """Run the GdpvalRun operator (kopf) against the current kubeconfig or in-cluster account."""
-    from gdpval.controller import run_operator
-
-    level = logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(force=True, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handled event is noise
-    run_operator(namespace or [], metrics_port or None, agent_image, sandbox_image)
+app.command("operator")(operator_command)
 
 
 @app.command()

@@ -125,7 +125,7 @@ class OutputSettings(SettingsModel):
     """Where artifacts go; they outlive the run."""
 
     url: Annotated[str, Flag(("--output", "-o"))] = Field(
-        default="./gdpval-output", min_length=1, max_length=1024, description="Local folder or s3://bucket/prefix."
+        default="./gdpval-output", min_length=1, max_length=1024, description="Where artifacts go: s3://bucket/prefix, or (local runs) a folder."
     )
     endpoint: Annotated[str | None, Flag(("--s3-endpoint",))] = Field(
         default=None, max_length=2048, pattern=HTTP_URL,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import typer
 
-from gdpval.cli import main
+from gdpval.controller.entry import operator_command
 
 if __name__ == "__main__":
-    sys.argv[1:1] = ["operator"]
-    main()
+    typer.run(operator_command)

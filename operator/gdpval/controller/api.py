@@ -133,7 +133,7 @@ S3_URL = {
 class OutputSpec(OutputSettings):
     """Where artifacts go (S3 only in a cluster); they outlive the GdpvalRun."""
 
-    url: str = Field(max_length=1024, json_schema_extra=S3_URL, description="s3://bucket/prefix")
+    url: str = Field(max_length=1024, json_schema_extra=S3_URL, description=OutputSettings.model_fields["url"].description)
     credentials_secret: S3Credentials | None = Field(default=None, description="Without it, pods use ambient credentials.")
 
 
@@ -196,6 +196,22 @@ class GdpvalRunSpec(RunSettings):
     cleanup_policy: CleanupPolicy = Field(
         default="Delete", description="Which finished pods and Jobs are deleted: Delete (all), KeepFailed, Keep. S3 artifacts are always kept."
     )
+
+
+# Spec fields that configure how a run uses the cluster, not what it runs: `gdpval run` has no flag
+# for them, and this says why (a unit test keeps the list and the schema in step).
+CLUSTER_ONLY = {
+    "model.apiKeySecretRef": "locally the key comes from OPENAI_API_KEY",
+    "sandbox.allowedEgress": "NetworkPolicy rules; local sandboxes have --network or none",
+    "output.credentialsSecret": "locally the usual AWS environment",
+    "images": "local sandboxes run on the host (or an unpacked image)",
+    "samples": "pod retries and scheduling; locally a re-run resumes (--retry-failed)",
+    "failureBudget": "the operator's stop rule; a local run always finishes its samples",
+    "deadlineSeconds": "the run's wall clock in the cluster; locally Ctrl-C and resume",
+    "suspend": "pauses pod creation; locally Ctrl-C and resume",
+    "pod": "scheduling and metadata of pods",
+    "cleanupPolicy": "which finished pods and Jobs are kept",
+}
 
 
 class Condition(SettingsModel):

@@ -1,0 +1,78 @@
+"""Run folders across versions and resumes, through the real CLI: a folder written by 0.1.0 resumes
+and rebuilds its submission; a resume keeps the run's settings and refuses changed pinned ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from gdpval.fakemodel.server import start_background
+from support.standins import make_standin_dataset
+
+GDPVAL = str(Path(sys.executable).with_name("gdpval"))
+LEGACY = Path(__file__).resolve().parents[1] / "data/legacy-run-0.1.0"
+
+
+@pytest.fixture(scope="module")
+def dataset(sample_dataset, tmp_path_factory) -> Path:
+    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
+
+
+@pytest.fixture(scope="module")
+def model():
+    with start_background(host="127.0.0.1", port=0) as server:
+        yield server
+
+
+def gdpval(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([GDPVAL, *args], capture_output=True, text=True, timeout=300)
+
+
+def legacy_copy(tmp_path: Path, dataset: Path) -> Path:
+    """The 0.1.0 folder, its dataset location pointed at this test's stand-in copy (same content)."""
+    shutil.copytree(LEGACY / "runs", tmp_path / "runs")
+    run_json = tmp_path / "runs/demo/run.json"
+    record = json.loads(run_json.read_text())
+    record["dataset"]["location"] = str(dataset)
+    run_json.write_text(json.dumps(record))
+    return tmp_path
+
+
+def test_a_run_folder_of_0_1_0_resumes_and_rebuilds_its_submission(dataset, model, tmp_path):
+    out = legacy_copy(tmp_path, dataset)
+    done = gdpval("run", "--output", str(out), "--run-name", "demo", "--base-url", model.base_url)
+    assert done.returncode == 0, done.stderr
+    assert "2 samples, 1 already committed, 1 to run" in done.stdout
+    rows = pq.read_table(out / "runs/demo/submission/data/train-00000-of-00001.parquet").to_pylist()
+    assert len(rows) == 2 and all(row["deliverable_files"] for row in rows)
+    kept = json.loads((LEGACY / "runs/demo/run.json").read_text())
+    assert json.loads((out / "runs/demo/run.json").read_text())["created_at"] == kept["created_at"], "run.json is not rewritten"
+
+
+def test_a_resume_refuses_a_changed_pinned_setting_in_one_line(dataset, model, tmp_path):
+    args = ["run", "--dataset", str(dataset), "--model", "scripted", "--base-url", model.base_url,
+            "--output", str(tmp_path), "--run-name", "r", "--limit", "1", "--max-steps", "30"]
+    assert gdpval(*args).returncode == 0
+    refused = gdpval(*args[:-1], "31")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "--max-steps 31 (the run has 30)" in refused.stderr
+    resumed = gdpval("run", "--output", str(tmp_path), "--run-name", "r", "--base-url", model.base_url)
+    assert resumed.returncode == 0 and "1 already committed, 0 to run" in resumed.stdout
+
+
+def test_no_model_and_no_run_name_is_one_line(tmp_path):
+    done = gdpval("run", "--output", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.strip() == "error: --model is required (with --run-name alone, an existing run resumes)"
+
+
+def test_an_unreadable_run_json_is_refused_with_what_to_do(tmp_path):
+    (tmp_path / "runs/x").mkdir(parents=True)
+    (tmp_path / "runs/x/run.json").write_text('{"format": 2, "run_name": "x"}')
+    done = gdpval("run", "--output", str(tmp_path), "--run-name", "x")
+    assert done.returncode == 2 and "is not a run record this version reads" in done.stderr and "choose a new --run-name" in done.stderr

@@ -1,0 +1,108 @@
+"""The package's import graph: no circles, and no import that runs back up the layers.
+
+Read from the source with `ast` (module-level and function-level imports alike), so a lazy import
+inside a function counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "operator"
+
+# Bottom to top: a module may import its own package and any package of a lower layer.
+LAYERS = (
+    ("gdpval", "gdpval.errors", "gdpval.settings", "gdpval.contract"),
+    ("gdpval.sample", "gdpval.storage"),
+    ("gdpval.dataset",),
+    ("gdpval.manifest",),
+    ("gdpval.sandbox", "gdpval.submission"),
+    ("gdpval.agent",),
+    ("gdpval.runner",),
+    ("gdpval.controller", "gdpval.fakemodel"),
+    ("gdpval.cli",),
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module for a in node.names}
+    return {name for name in found if name in MODULES}
+
+
+GRAPH = {name: _imports(path) - {name} for name, path in MODULES.items()}
+
+
+def _layer(module: str) -> tuple[int, str]:
+    """(layer index, owning package): the longest package prefix wins."""
+    matches = [(len(pkg), i, pkg) for i, pkgs in enumerate(LAYERS) for pkg in pkgs if module == pkg or module.startswith(pkg + ".")]
+    assert matches, f"{module} belongs to no layer: add its package to LAYERS"
+    _, index, package = max(matches)
+    return index, package
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted([v, *component]))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circles():
+    assert _cycles() == []
+
+
+def test_no_import_runs_up_the_layers():
+    upward = []
+    for module, imported in sorted(GRAPH.items()):
+        level, package = _layer(module)
+        for name in sorted(imported):
+            their_level, their_package = _layer(name)
+            if their_package != package and their_package != "gdpval" and their_level >= level:
+                upward.append(f"{module} -> {name}")
+    assert upward == []
+
+
+def test_the_checks_can_fail():
+    """The graph is read for real: known edges are present, and a made-up upward edge is caught."""
+    assert "gdpval.settings" in GRAPH["gdpval.controller.api"]
+    assert _layer("gdpval.storage.layout") < _layer("gdpval.controller.operator")
+    assert GRAPH["gdpval.settings"] == set(), "settings is the bottom layer: it imports nothing of the package"
