@@ -63,6 +63,6 @@ def commit(
     sample = entry.sample.sample_id
     for rel, data in (files or {}).items():
         storage.put_bytes(f"{layout.deliverables(run, sample, attempt)}/{rel}", data)
-    storage.put_text(layout.transcript(run, sample, attempt), "{}\n")
+    storage.put_text(layout.attempt_keys(run, sample, attempt).transcript, "{}\n")
     if result is not None:
         storage.put_text(layout.result(run, sample, attempt), result.model_dump_json())

@@ -47,7 +47,7 @@ class Attempt:
 
     @property
     def keys(self) -> layout.AttemptKeys:
-        return layout.AttemptKeys(self.record.run_name, self.sample_id, self.number)
+        return layout.attempt_keys(self.record.run_name, self.sample_id, self.number)
 
 
 def run_attempt(

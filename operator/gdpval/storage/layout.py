@@ -8,14 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-RUN_JSON = "run.json"
-MANIFEST = "manifest.jsonl"
-RESULT = "result.json"
-TRANSCRIPT = "transcript.jsonl"
-DELIVERABLES = "deliverable_files"
-RESULTS_PARQUET = "results.parquet"
-SUBMISSION_PARQUET = "data/train-00000-of-00001.parquet"
-SUBMISSION_INFO = "submission_info.json"
+# File names, by the folder they live in: a run, an attempt, a submission package.
+RUN_JSON, MANIFEST, RESULTS_PARQUET = "run.json", "manifest.jsonl", "results.parquet"
+RESULT, TRANSCRIPT, DELIVERABLES = "result.json", "transcript.jsonl", "deliverable_files"
+SUBMISSION_PARQUET, SUBMISSION_INFO = "data/train-00000-of-00001.parquet", "submission_info.json"
 
 _ATTEMPT = re.compile(r"^runs/(?P<run>[^/]+)/samples/(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
 
@@ -53,41 +49,27 @@ def attempt_root(run: str, sample: str, attempt: int) -> str:
     return f"{sample_root(run, sample)}/attempt-{attempt}"
 
 
+@dataclass(frozen=True)
+class AttemptKeys:
+    """The keys of one attempt, for code that writes them (result.json last: the commit marker)."""
+
+    root: str
+    result: str
+    transcript: str
+    deliverables: str
+
+
+def attempt_keys(run: str, sample: str, attempt: int) -> AttemptKeys:
+    root = attempt_root(run, sample, attempt)
+    return AttemptKeys(root, f"{root}/{RESULT}", f"{root}/{TRANSCRIPT}", f"{root}/{DELIVERABLES}")
+
+
 def result(run: str, sample: str, attempt: int) -> str:
-    return f"{attempt_root(run, sample, attempt)}/{RESULT}"
-
-
-def transcript(run: str, sample: str, attempt: int) -> str:
-    return f"{attempt_root(run, sample, attempt)}/{TRANSCRIPT}"
+    return attempt_keys(run, sample, attempt).result
 
 
 def deliverables(run: str, sample: str, attempt: int) -> str:
-    return f"{attempt_root(run, sample, attempt)}/{DELIVERABLES}"
-
-
-@dataclass(frozen=True)
-class AttemptKeys:
-    """The keys of one attempt, for code that writes them."""
-
-    run: str
-    sample: str
-    attempt: int
-
-    @property
-    def root(self) -> str:
-        return attempt_root(self.run, self.sample, self.attempt)
-
-    @property
-    def result(self) -> str:
-        return result(self.run, self.sample, self.attempt)
-
-    @property
-    def transcript(self) -> str:
-        return transcript(self.run, self.sample, self.attempt)
-
-    @property
-    def deliverables(self) -> str:
-        return deliverables(self.run, self.sample, self.attempt)
+    return attempt_keys(run, sample, attempt).deliverables
 
 
 @dataclass(frozen=True)
