@@ -1,4 +1,4 @@
-"""A plan's effects on the cluster: the ledger, deletions, creations, Events, the status.
+"""A plan's effects on the cluster: the ledger, deletions, creations, the status, then Events.
 
 Every call is idempotent (see `kube`), so a pass that dies halfway is simply repeated. Blocking
 calls run in threads, or the whole of `apply` does.
@@ -62,7 +62,7 @@ class Effects:
         memory.written = status
 
     async def post(self, ctx: RunContext, notes: list[Note], now: float) -> None:
-        """Events, best effort: the status says the same."""
+        """Events, best effort and only after the status that says the same was written."""
         for note in notes:
             event = manifests.event(
                 ctx.name, ctx.namespace, ctx.uid, api.KIND, note.reason, note.message, iso(now), secrets.token_hex(6),

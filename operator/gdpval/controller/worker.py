@@ -1,8 +1,9 @@
 """The controller: one asyncio worker per GdpvalRun, the only writer of its run's status.
 
 Watch events only wake a worker. A pass gathers what it needs (`gather`), asks the pure
-`reconcile.decide`, then applies the plan (`effects`): ledger, children, Events, status. Passes
-of one run are at least `min_interval` apart: that is the status write rate limit.
+`reconcile.decide`, then applies the plan (`effects`): ledger, children, status, and Events last,
+so an Event never tells of a status that was not written. Passes of one run are at least
+`min_interval` apart: that is the status write rate limit.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Defaults:
     sandbox_image: str | None = None
 
     @classmethod
-    def from_env(cls, agent_image: str | None = None, sandbox_image: str | None = None) -> "Defaults":
+    def from_env(cls, agent_image: str | None = None, sandbox_image: str | None = None) -> Defaults:
         return cls(agent_image or os.environ.get("GDPVAL_AGENT_IMAGE"), sandbox_image or os.environ.get("GDPVAL_SANDBOX_IMAGE"))
 
 
@@ -220,18 +221,18 @@ class Controller:
         """Nothing is read or changed until the blockers are fixed; status says how."""
         message = "; ".join(b.message for b in obs.blockers)
         status = blocked_status(obs.status, obs.generation, obs.blockers[0].reason, message, obs.now)
-        await self.effects.post(ctx, transition_notes(obs.status, status), obs.now)
         await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
+        await self.effects.post(ctx, transition_notes(obs.status, status), obs.now)
         return BLOCKED_RETRY_SECONDS
 
     async def _finish_pass(self, worker: RunWorker, ctx: RunContext, obs: Observed, plan: Plan, ledger_version: str | None) -> float:
-        """The ledger first, then children, then Events and status."""
+        """The ledger first, then children, then status; Events only once the status is written."""
         await self.effects.write_ledger(ctx, obs, plan, ledger_version)
         if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
             worker.wake.set()  # the next pass reports the refusal in status
         settled = obs.status.state in TERMINAL_STATES
         status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
-        await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
+        await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
         return plan.requeue_after(obs.now) if status.state not in TERMINAL_STATES else RESYNC_SECONDS

@@ -1,0 +1,230 @@
+"""The Controller's passes against an in-memory Kubernetes API and a local folder as the run's output.
+
+The test plays kubelet, Job controller and the pods' own writes (run.json and manifest from the
+prepare Job, result.json from sample pods, the submission from the assemble Job) through the same
+storage layout the code reads. Passes are called directly: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gdpval.controller import names as n
+from gdpval.controller.kube import Conflict
+from gdpval.controller.ledger import decode
+from gdpval.controller.metrics import Metrics
+from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS
+from gdpval.controller.worker import Controller, Defaults, RunWorker
+from gdpval.storage import StorageError, layout
+from gdpval.storage.local import LocalStorage
+from gdpval.submission.build import build_submission
+from support import runs
+from support.fake_kube import Crash, FakeKube
+
+NS, NAME, UID = "team", "r1", "uid-1"
+TASKS = ("t1", "t2", "t3")
+ENTRIES = runs.entries([runs.task(t) for t in TASKS])
+SPEC = {"model": {"name": "m"}, "output": {"url": "s3://bucket/p"}, "parallelism": 2, "samples": {"retries": 1, "backoffSeconds": 10}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Operator:
+    """One GdpvalRun, the stand-in API, local storage, and a Controller that can be restarted."""
+
+    def __init__(self, tmp_path: Path, spec: dict | None = None, open_storage=None):
+        self.clock = Clock()
+        self.kube = FakeKube(self.clock)
+        self.storage = LocalStorage(tmp_path / "out")
+        self.spec = spec or SPEC
+        self.opened: list[tuple] = []
+        self.open_storage = open_storage or self._open
+        self.restart()
+
+    def _open(self, output, creds):
+        self.opened.append((output.url, creds))
+        return self.storage
+
+    def restart(self) -> None:
+        """A new operator process: nothing remembered but what the API and storage hold."""
+        self.controller = Controller(
+            self.kube, Defaults("agent:1", "sandbox:1"), Metrics(), open_storage=self.open_storage, clock=self.clock,
+        )
+        self.controller.pods_index, self.controller.jobs_index = self.kube.pods_index, self.kube.jobs_index
+        self.worker = RunWorker((NS, NAME))
+        self.worker.reset(UID)
+
+    def body(self) -> dict:
+        meta = {"name": NAME, "namespace": NS, "uid": UID, "generation": 1}
+        return {"metadata": meta, "spec": self.spec, "status": self.kube.statuses.get((NS, NAME), {})}
+
+    def reconcile(self) -> float:
+        self.worker.body = self.body()
+        return asyncio.run(self.controller.reconcile(self.worker))
+
+    def run_pass(self) -> float:
+        self.worker.body = self.body()
+        return asyncio.run(self.controller.run_pass(self.worker))
+
+    @property
+    def state(self) -> str:
+        return self.kube.statuses.get((NS, NAME), {}).get("state", "")
+
+    def reasons(self) -> list[str]:
+        return [e["reason"] for e in self.kube.events]
+
+    def ledger(self):
+        return decode(self.kube.configmaps[(NS, n.ledger_name(NAME))]["data"])
+
+    def job(self, component: str) -> dict | None:
+        return self.kube.jobs.get((NS, n.job_name(NAME, component)))
+
+    def sample_pods(self, *phases: str) -> list[dict]:
+        pods = [p for p in self.kube.pods.values() if p["metadata"]["labels"][n.L_COMPONENT] == n.COMPONENT_SAMPLE]
+        return [p for p in pods if not phases or p["status"]["phase"] in phases]
+
+    # --- the world: what the Jobs and pods would do ------------------------------------------
+
+    def play(self) -> None:
+        """Every Job and pod that is running finishes and writes what it writes, results last."""
+        self._finish(n.COMPONENT_PREPARE, lambda: runs.write_run(self.storage, NAME, ENTRIES))
+        for pod in self.sample_pods("Pending", "Running"):
+            labels = pod["metadata"]["labels"]
+            entry = next(e for e in ENTRIES if e.sample.sample_id == pod["metadata"]["annotations"][n.A_SAMPLE_ID])
+            attempt = int(labels[n.L_ATTEMPT])
+            files = {"out.txt": b"answer"}
+            runs.commit(self.storage, NAME, entry, attempt, runs.succeeded(entry, attempt, files), files)
+            self.kube.set_pod_phase(NS, pod["metadata"]["name"], "Succeeded")
+        self._finish(n.COMPONENT_ASSEMBLE, lambda: build_submission(self.storage, NAME))
+
+    def _finish(self, component: str, work) -> None:
+        job = self.job(component)
+        if job is not None and job["status"].get("active"):
+            work()
+            self.kube.finish_job(NS, job["metadata"]["name"])
+
+    def drive(self, passes: int = 20) -> None:
+        """Pass, play, pass... until the run succeeded; a Crash restarts the operator."""
+        for _ in range(passes):
+            try:
+                self.reconcile()
+            except Crash:
+                self.restart()
+                continue
+            if self.state == "Succeeded":
+                return
+            self.play()
+        raise AssertionError(f"the run did not finish: {self.state}, events {self.reasons()}")
+
+
+def test_a_run_goes_prepare_samples_assemble_succeeded(tmp_path):
+    op = Operator(tmp_path)
+    op.reconcile()
+    assert op.state == "Preparing" and op.job(n.COMPONENT_PREPARE) is not None and op.ledger() == {}
+    op.play()
+    op.reconcile()
+    assert op.state == "Running" and len(op.sample_pods("Pending")) == 2
+    assert all(e.attempt == 1 for e in op.ledger().values()) and len(op.ledger()) == 2
+    assert op.kube.network_policies, "network-disabled samples get their NetworkPolicy before pods run"
+    op.play()
+    op.reconcile()
+    assert op.kube.statuses[(NS, NAME)]["samples"]["succeeded"] == 2 and len(op.sample_pods()) == 1
+    op.play()
+    op.reconcile()
+    assert op.state == "Assembling" and op.job(n.COMPONENT_ASSEMBLE) is not None and not op.sample_pods()
+    op.play()
+    op.reconcile()
+    status = op.kube.statuses[(NS, NAME)]
+    assert op.state == "Succeeded" and status["submissionURI"] == op.storage.url(layout.submission(NAME))
+    assert status["samples"] == {"total": 3, "pending": 0, "running": 0, "succeeded": 3, "failed": 0, "retried": 0}
+    assert op.reasons() == ["Preparing", "Running", "Assembling", "Succeeded"]
+    assert sorted(op.kube.pods_created) == [(e.sample.sample_id, 1) for e in ENTRIES]
+    assert not op.kube.jobs, "cleanupPolicy Delete removes the Jobs of a finished run"
+    assert {url for url, _ in op.opened} == {"s3://bucket/p"}
+
+
+def test_a_failed_status_write_posts_no_event(tmp_path):
+    op = Operator(tmp_path)
+    op.kube.fail("patch_status", RuntimeError("apiserver unavailable"))
+    with pytest.raises(RuntimeError):
+        op.reconcile()
+    assert op.kube.events == [] and op.state == ""
+    assert op.job(n.COMPONENT_PREPARE) is not None, "effects before the status write happened"
+    op.reconcile()
+    assert op.state == "Preparing" and op.reasons() == ["Preparing"]
+
+
+def test_a_blocked_run_posts_its_event_only_after_the_status_says_so(tmp_path):
+    def unreachable(output, creds):
+        raise StorageError("connection refused")
+
+    op = Operator(tmp_path, open_storage=unreachable)
+    op.kube.fail("patch_status", RuntimeError("apiserver unavailable"))
+    with pytest.raises(RuntimeError):
+        op.reconcile()
+    assert op.kube.events == [] and not op.kube.configmaps and not op.kube.jobs
+    assert op.reconcile() == BLOCKED_RETRY_SECONDS
+    ready = next(c for c in op.kube.statuses[(NS, NAME)]["conditions"] if c["type"] == "Ready")
+    assert op.state == "Blocked" and ready["reason"] == "StorageUnavailable" and "connection refused" in ready["message"]
+    assert op.reasons() == ["StorageUnavailable"]
+
+
+def test_a_ledger_conflict_abandons_the_pass(tmp_path):
+    op = Operator(tmp_path)
+    op.reconcile()
+    op.play()
+    writes, events, calls = op.kube.status_writes, len(op.kube.events), len(op.kube.calls)
+    op.kube.at("read_ledger", lambda: op.kube.touch_ledger(NS, n.ledger_name(NAME)), after=True)
+    with pytest.raises(Conflict):
+        op.reconcile()
+    assert op.kube.calls[calls:][-1] == "write_ledger", "nothing is done after the refused ledger write"
+    assert not op.sample_pods() and op.ledger() == {} and not op.kube.network_policies
+    assert (op.kube.status_writes, len(op.kube.events)) == (writes, events)
+    op.kube.at("read_ledger", lambda: op.kube.touch_ledger(NS, n.ledger_name(NAME)), after=True)
+    assert op.run_pass() == CONFLICT_RETRY_SECONDS and op.worker.errors == 0
+    op.reconcile()
+    assert len(op.sample_pods()) == 2 and op.state == "Running"
+
+
+def test_a_crash_after_the_ledger_write_resumes_the_same_attempt(tmp_path):
+    op = Operator(tmp_path)
+    op.reconcile()
+    op.play()
+    op.kube.fail("write_ledger", Crash("killed"), after=True)
+    with pytest.raises(Crash):
+        op.reconcile()
+    assert not op.sample_pods() and {e.attempt for e in op.ledger().values()} == {1}
+    op.restart()
+    op.reconcile()
+    assert sorted(p["metadata"]["labels"][n.L_ATTEMPT] for p in op.sample_pods()) == ["1", "1"]
+    assert Counter(op.kube.pods_created) == Counter({(e.sample.sample_id, 1): 1 for e in ENTRIES[:2]})
+
+
+def _calls_of_a_clean_run(tmp_path: Path) -> int:
+    op = Operator(tmp_path)
+    op.drive()
+    return len(op.kube.calls)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, after):
+    total = _calls_of_a_clean_run(tmp_path / "clean")
+    assert total > 20
+    for call in range(1, total + 1):
+        op = Operator(tmp_path / f"crash-{call}")
+        op.kube.crash_at_call = (call, after)
+        op.drive()
+        created = Counter(op.kube.pods_created)
+        assert set(created.values()) == {1}, f"crash at call {call}: an attempt got a second pod: {created}"
+        assert {e.attempt for e in op.ledger().values()} == {1}, f"crash at call {call} cost an attempt"
+        assert len(created) == len(ENTRIES) and op.kube.statuses[(NS, NAME)]["samples"]["succeeded"] == len(ENTRIES)
