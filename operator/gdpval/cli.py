@@ -39,7 +39,7 @@ def slug(text: str) -> str:
 
 
 def _option(spec: FlagSpec) -> inspect.Parameter:
-    kind: Any = list[spec.kind] if spec.multiple else spec.kind
+    kind: Any = list.__class_getitem__(spec.kind) if spec.multiple else spec.kind
     if spec.default is None:
         kind = Optional[kind]
     option = typer.Option(*spec.names, help=spec.help, rich_help_panel=SETTINGS_PANEL, show_default=spec.default is not None)
@@ -66,8 +66,19 @@ def given_settings(ctx: typer.Context, options: dict[str, Any]) -> dict[Path_, A
         if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):  # by name: typer may bundle its own click
             continue
         value = options[spec.param]
-        given[spec.path] = _json_object(value, spec.flag) if spec.json else value
+        if spec.json:
+            value = _json_object(value, spec.flag)
+        elif spec.text_file and isinstance(value, str) and value.startswith("@"):
+            value = _read_text(value[1:], spec.flag)
+        given[spec.path] = value
     return given
+
+
+def _read_text(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GdpvalError(f"{flag} @{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
 
 
 def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ This module is the bottom layer: it imports nothing else of the package.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -20,7 +20,7 @@ DEFAULT_DATASET = "openai-mirror/gdpval"
 MIB = 1024 * 1024
 HTTP_URL = r"^https?://[^\s/]+"
 # Sections fixed when a run starts: a resume or a spec change may not alter them.
-PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "sandbox", "deliverables")
+PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "prompt", "sandbox", "deliverables")
 # Within them, where to reach the model may change on resume (the same model, served elsewhere); the
 # dataset revision is checked against the one the run resolved, not the one it asked for.
 UNPINNED = (("model", "base_url"), ("dataset", "revision"))
@@ -32,6 +32,7 @@ class Flag:
 
     names: tuple[str, ...]
     json: bool = False
+    text_file: bool = False  # "@FILE" on the command line reads the value from a file
 
 
 class SettingsModel(BaseModel):
@@ -64,6 +65,10 @@ class DatasetSettings(SettingsModel):
     )
     revision: str | None = Field(default=None, max_length=256, description="Dataset revision to pin; empty means the latest (a resumed run keeps its own).")
     split: str = Field(default="train", min_length=1, max_length=64, description="Dataset split.")
+    missing_references: Annotated[Literal["fail", "skip"], Flag(("--missing-references",))] = Field(
+        default="fail",
+        description="A task whose reference files cannot be fetched: fail its sample, or run it without them and record a warning.",
+    )
 
 
 ShortText = Annotated[str, Field(min_length=1, max_length=256)]
@@ -92,9 +97,29 @@ class AgentSettings(SettingsModel):
     command_timeout_seconds: Annotated[int, Flag(("--command-timeout",))] = Field(
         default=180, ge=1, le=86400, description="Seconds before a tool command is killed."
     )
+    max_command_timeout_seconds: Annotated[int, Flag(("--max-command-timeout",))] = Field(
+        default=600, ge=1, le=86400, description="Longest timeout a model may ask for in a tool call's `timeout` argument."
+    )
     sample_deadline_seconds: Annotated[int | None, Flag(("--sample-deadline",))] = Field(
         default=7200, ge=1, le=7 * 86400,
         description="Wall-clock seconds of one sample attempt (model calls and tools); on Kubernetes the pod gets a few minutes more to upload.",
+    )
+
+
+class PromptSettings(SettingsModel):
+    """What the model is told and how a sample ends: the conventions of a harness, to reproduce another one's."""
+
+    system: Annotated[str, Flag(("--system-prompt",), text_file=True)] = Field(
+        default="default", max_length=65536,
+        description="System prompt: 'default' (ours), 'none', or the text itself (on the command line, @FILE reads it from a file).",
+    )
+    template: Annotated[str, Flag(("--prompt-template",), text_file=True)] = Field(
+        default="default", max_length=65536,
+        description="User message: 'default', or a template with {prompt}, {references}, {workspace} and {deliverables} (@FILE reads a file).",
+    )
+    finish: Annotated[Literal["answer", "submit"], Flag(("--finish",))] = Field(
+        default="answer",
+        description="How a sample ends: 'answer', a reply that calls no tool, or 'submit', a submit(answer) tool whose answer is the deliverable text.",
     )
 
 
@@ -141,6 +166,7 @@ class RunSettings(SettingsModel):
     dataset: DatasetSettings = Field(default_factory=DatasetSettings)
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     deliverables: DeliverableSettings = Field(default_factory=DeliverableSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
@@ -174,6 +200,8 @@ class FlagSpec:
     help: str
     multiple: bool = False
     json: bool = False
+    text_file: bool = False
+    choices: tuple[str, ...] = ()
 
     @property
     def param(self) -> str:
@@ -189,15 +217,18 @@ def _submodel(annotation: Any) -> type[SettingsModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, SettingsModel) else None
 
 
-def _leaf_kind(annotation: Any) -> tuple[type, bool]:
-    """(scalar type, is a list) of `T`, `T | None` or `list[T]`."""
-    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
-    if getattr(annotation, "__origin__", None) is list:
-        return _leaf_kind(args[0])[0], True
+def _leaf_kind(annotation: Any) -> tuple[type, bool, tuple[str, ...]]:
+    """(scalar type, is a list, allowed values) of `T`, `T | None`, `list[T]` or `Literal[...]`."""
+    origin = get_origin(annotation)
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if origin is Literal:
+        return str, False, tuple(str(a) for a in args)
+    if origin is list:
+        return _leaf_kind(args[0])[0], True, ()
     if args and annotation not in (str, int, float, bool):
         return _leaf_kind(args[0])
-    origin = getattr(annotation, "__origin__", annotation)
-    return (origin if origin in (str, int, float, bool) else str), False
+    scalar = origin or annotation
+    return (scalar if scalar in (str, int, float, bool) else str), False, ()
 
 
 def flag_specs(model: type[SettingsModel] = RunSettings, prefix: Path_ = ()) -> list[FlagSpec]:
@@ -209,10 +240,10 @@ def flag_specs(model: type[SettingsModel] = RunSettings, prefix: Path_ = ()) -> 
             specs += flag_specs(sub, (*prefix, name))
             continue
         flag = next((m for m in info.metadata if isinstance(m, Flag)), Flag((f"--{name.replace('_', '-')}",)))
-        kind, multiple = _leaf_kind(info.annotation)
+        kind, multiple, choices = _leaf_kind(info.annotation)
         default = None if info.is_required() else info.get_default(call_default_factory=True)
         specs.append(FlagSpec((*prefix, name), flag.names, str if flag.json else kind, default or None if multiple else default,
-                              info.description or "", multiple, flag.json))
+                              info.description or "", multiple, flag.json, flag.text_file, choices))
     return specs
 
 

@@ -18,6 +18,7 @@ from gdpval.settings import (
     DeliverableSettings,
     ModelSettings,
     OutputSettings,
+    PromptSettings,
     RunSettings,
     SandboxSettings,
     SelectionSettings,
@@ -181,6 +182,7 @@ class GdpvalRunSpec(RunSettings):
     dataset: DatasetSettings = Field(default_factory=DatasetSettings, json_schema_extra=pinned(DatasetSettings, "dataset", CLUSTER_DATASET))
     selection: SelectionSettings = Field(default_factory=SelectionSettings, json_schema_extra=pinned(SelectionSettings, "selection"))
     agent: AgentSettings = Field(default_factory=AgentSettings, json_schema_extra=pinned(AgentSettings, "agent"))
+    prompt: PromptSettings = Field(default_factory=PromptSettings, json_schema_extra=pinned(PromptSettings, "prompt"))
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec, json_schema_extra=pinned(SandboxSpec, "sandbox"))
     deliverables: DeliverableSettings = Field(default_factory=DeliverableSettings, json_schema_extra=pinned(DeliverableSettings, "deliverables"))
     output: OutputSpec = Field(json_schema_extra=immutable("spec.output"))
