@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the local cluster and the tests need, idempotently: Debian packages,
 # containerd and etcd from trixie (unpacked into a private prefix, not installed), the cached Go
-# builds (Kubernetes, MinIO, kubeconform, kwok), kubectl and helm, and the podman images.
+# builds (Kubernetes, MinIO, kubeconform, kwok), kubectl and helm, and the podman images (the full
+# sandbox image included: its tests need it).
 # Usage: hack/cluster-prereqs.sh [--no-build]   (--no-build: packages and debs only)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -81,9 +82,9 @@ main() {
   with_lock debs fetch_deb etcd-server "$ETCD_VERSION"
   host_tools
   if [[ "${1:-}" != "--no-build" ]]; then
-    # Image builds wait mostly on the network; overlap them with the CPU-bound Go builds.
+    # Image builds wait mostly on the network and the disk; overlap them with the CPU-bound Go builds.
     mkdir -p "$CACHE/logs"
-    "$HACK_DIR/images.sh" build >"$CACHE/logs/images-build.log" 2>&1 &
+    { "$HACK_DIR/images.sh" build && "$HACK_DIR/images.sh" sandbox-full; } >"$CACHE/logs/images-build.log" 2>&1 &
     local images_pid=$!
     "$HACK_DIR/build-k8s.sh"
     "$HACK_DIR/build-tools.sh" all

@@ -4,6 +4,7 @@
 #
 #   hack/images.sh [all]      base, pause, project images; import them when containerd runs
 #   hack/images.sh base|pause|build|import-core|import|refs
+#   hack/images.sh sandbox-full   the full sandbox image (images/sandbox/build.sh; podman only, not imported)
 #
 # Project images are tagged with a hash of their inputs (and a fixed `dev` alias), so an
 # unchanged image is neither rebuilt nor re-imported. Refs are listed in $CACHE/images/refs/.
@@ -200,6 +201,7 @@ main() {
     import-core) with_lock images import_images "$(cat "$REFS/pause")" "$(cat "$REFS/base")" ;;
     import) with_lock images import_project ;;
     refs) grep -H . "$REFS"/* | sed "s|^$REFS/||" ;;
+    sandbox-full) "$REPO_ROOT/images/sandbox/build.sh" build >/dev/null ;;
     all)
       main build
       if containerd_running; then

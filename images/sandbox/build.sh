@@ -6,10 +6,12 @@
 #   images/sandbox/build.sh lock      re-resolve requirements.in into requirements.txt
 #   images/sandbox/build.sh import    load the built image into the local cluster's containerd
 #   images/sandbox/build.sh ref       print the image reference of the last build
+#   images/sandbox/build.sh tag       print the image reference this tree builds (without building)
 #
 # pip cannot verify TLS inside `podman build` here, and the host's extra CA certificates must not
 # enter an image, so the wheels are downloaded (or built, for pure-Python sdists) on the host and
-# reach the build through a bind mount. The base image comes from hack/images.sh.
+# reach the build through a bind mount; so do the Debian packages, from an apt cache on the host.
+# The base image comes from hack/images.sh. Builds are serialised by a lock in $CACHE/locks.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +24,7 @@ PYTHON="${PYTHON:-python3}"
 TOOLSERVER="$REPO_ROOT/operator/gdpval/sandbox/toolserver.py"
 STATE="$CACHE/sandbox-full"
 REF_FILE="$STATE/ref"
+APT_CACHE="$STATE/apt-archives"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -84,24 +87,34 @@ wheels() {
   echo "$dir"
 }
 
+# The tag is a hash of the content: the Dockerfile, the lock, the tool server and the base image's id.
+content_ref() {
+  local base_id
+  base_id="$(podman image inspect --format '{{.Id}}' "$BASE_REF" 2>/dev/null)" ||
+    die "base image $BASE_REF is missing: hack/images.sh base"
+  echo "$REPO:full-$({ sha256sum "$HERE/Dockerfile" "$HERE/requirements.txt" "$TOOLSERVER" | cut -c1-64
+                       echo "$base_id"; } | sha256sum | cut -c1-12)"
+}
+
 build() {
   local cache_flag="${1:---layers}"
   [[ -f "$TOOLSERVER" ]] || die "missing $TOOLSERVER"
+  mkdir -p "$CACHE/locks"
+  exec 9>"$CACHE/locks/sandbox-full.lock"
+  flock 9
   ensure_base
-  local started ctx wheel_dir hash ref seconds size
+  local started ctx wheel_dir ref seconds size
   started=$(date +%s)
-  wheel_dir="$(wheels)"
-  ctx="$STATE/context"
-  rm -rf "$ctx" && mkdir -p "$ctx"
-  cp "$HERE/Dockerfile" "$HERE/requirements.txt" "$TOOLSERVER" "$ctx/"
-  cp -al "$wheel_dir" "$ctx/wheels" 2>/dev/null || cp -a "$wheel_dir" "$ctx/wheels"
-  # Tag by content: the Dockerfile, the lock, the tool server and the base image's id.
-  hash="$({ sha256sum "$ctx/Dockerfile" "$ctx/requirements.txt" "$ctx/toolserver.py" | cut -c1-64
-            podman image inspect --format '{{.Id}}' "$BASE_REF"; } | sha256sum | cut -c1-12)"
-  ref="$REPO:full-$hash"
+  ref="$(content_ref)"
   if podman image exists "$ref" && [[ "$cache_flag" == --layers ]]; then
     log "$ref exists: nothing to build"
   else
+    wheel_dir="$(wheels)"
+    ctx="$STATE/context"
+    rm -rf "$ctx" && mkdir -p "$ctx" "$APT_CACHE/partial"
+    cp "$HERE/Dockerfile" "$HERE/requirements.txt" "$TOOLSERVER" "$ctx/"
+    cp -al "$wheel_dir" "$ctx/wheels" 2>/dev/null || cp -a "$wheel_dir" "$ctx/wheels"
+    ln -s "$APT_CACHE" "$ctx/apt"
     log "building $ref (this takes a while)"
     nice -n 10 podman build --runtime "$(command -v runc)" --network=host --pull=never "$cache_flag" --build-arg "BASE=$BASE_REF" \
       -f "$ctx/Dockerfile" -t "$ref" "$ctx" >"$STATE/build.log" 2>&1 ||
@@ -137,5 +150,6 @@ case "${1:-build}" in
   lock) lock ;;
   import) import_image ;;
   ref) cat "$REF_FILE" ;;
-  *) die "unknown command: $1 (build|cold|lock|import|ref)" ;;
+  tag) content_ref ;;
+  *) die "unknown command: $1 (build|cold|lock|import|ref|tag)" ;;
 esac

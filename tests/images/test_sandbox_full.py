@@ -2,8 +2,9 @@
 
 One container run makes documents with the Python libraries, converts a docx to PDF with
 LibreOffice, renders a PDF page to PNG with pdftoppm, reads xlsx/pptx/pdf back, and exercises
-OCR, fonts, audio and video; each check is then its own test. Runs only when the image exists
-(build it with images/sandbox/build.sh); otherwise every test here is skipped with that reason.
+OCR, fonts, audio and video; each check is then its own test. The image is the one this tree
+builds (`images/sandbox/build.sh tag`), which `hack/setup.sh --test` builds; a missing image or a
+missing podman fails every test here with what to run, it never skips.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from infra.paths import REPO_ROOT
+
 pytestmark = pytest.mark.slow
 
-IMAGE = os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE", "localhost/gdpval-sandbox:full-dev")
-NOT_BUILT = f"full sandbox image {IMAGE} is not built: run images/sandbox/build.sh (2-5 minutes, see images/sandbox/README.md)"
+BUILD = REPO_ROOT / "images" / "sandbox" / "build.sh"
+BUILD_IT = "run images/sandbox/build.sh (hack/setup.sh --test does; 2-5 minutes, see images/sandbox/README.md)"
 
 CHECKS = r'''
 import json, os, subprocess, sys, time, traceback
@@ -231,18 +233,27 @@ NAMES = [
 def podman() -> list[str]:
     exe = shutil.which("podman")
     if exe is None:
-        pytest.skip(f"podman is not installed, so {NOT_BUILT}")
+        pytest.fail(f"podman is not installed: run hack/setup.sh --test, then {BUILD_IT}")
     runc = shutil.which("runc")
     # crun refuses this machine's hybrid cgroup layout; hack/images.sh uses runc the same way.
     return [exe, "--log-level=error", *(["--runtime", runc] if runc else []), "--cgroup-manager=cgroupfs"]
 
 
+def image() -> str:
+    """$GDPVAL_SANDBOX_FULL_IMAGE, or the image this tree's Dockerfile, lock and tool server build."""
+    if os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE"):
+        return os.environ["GDPVAL_SANDBOX_FULL_IMAGE"]
+    tag = subprocess.run(["bash", str(BUILD), "tag"], capture_output=True, text=True)
+    assert tag.returncode == 0, f"cannot name the full sandbox image: {tag.stderr.strip()}"
+    return tag.stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     base = podman()
-    if subprocess.run([*base, "image", "exists", IMAGE]).returncode != 0:
-        print(f"\nSKIPPED: {NOT_BUILT}")
-        pytest.skip(NOT_BUILT)
+    ref = image()
+    if subprocess.run([*base, "image", "exists", ref]).returncode != 0:
+        pytest.fail(f"the full sandbox image {ref} is not built: {BUILD_IT}")
     out = tmp_path_factory.mktemp("sandbox-full")
     out.chmod(0o777)  # the image's uid 1000 writes here
     (out / "checks.py").write_text(CHECKS)
@@ -250,12 +261,12 @@ def results(tmp_path_factory) -> dict:
         # No network: the sandbox must do all of this offline. Explicit, modest rlimits: the ones
         # podman picks by itself are refused on this VM (no CAP_SYS_RESOURCE).
         [*base, "run", "--rm", "--network=none", "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384",
-         "-v", f"{out}:/out", IMAGE, "python3", "/out/checks.py"],
+         "-v", f"{out}:/out", ref, "python3", "/out/checks.py"],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())
-    print(f"\n{IMAGE}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
+    print(f"\n{ref}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
     return data
 
 
