@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 import openai
 
-from gdpval.agent.tools import TOOL_ARGUMENT, TOOLS, ParsedCall, parse_call, render_result
+from gdpval.agent.tools import TOOL_ARGUMENT, TOOLS, ParsedCall, applied_timeout, parse_call, render_result
 from gdpval.agent.transcript import Transcript
-from gdpval.settings import AgentSettings, ModelSettings
 from gdpval.sample import ErrorKind, SampleStatus, Usage
+from gdpval.settings import AgentSettings, ModelSettings
 
 MAX_API_RETRIES = 8
 MAX_BACKOFF_S = 60.0
@@ -211,21 +211,26 @@ class AgentLoop:
 
     def _run_tool(self, call) -> dict[str, Any]:
         parsed = parse_call(call.function.name, call.function.arguments)
-        content = parsed.problem or self._execute(parsed)
-        self.transcript.event("tool_result", id=call.id, name=parsed.name, content=content, rejected=bool(parsed.problem))
+        content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
+        self.transcript.event(
+            "tool_result", id=call.id, name=parsed.name, content=content, rejected=bool(parsed.problem),
+            repaired_arguments=parsed.repaired, timeout_requested=parsed.timeout, timeout_applied=timeout,
+        )
         return {"role": "tool", "tool_call_id": call.id, "content": content}
 
-    def _execute(self, parsed: ParsedCall) -> str:
+    def _execute(self, parsed: ParsedCall) -> tuple[str, float]:
+        """The tool's rendered result and the timeout it ran under."""
         from gdpval.sandbox.client import SandboxError, SandboxUnavailable
 
-        timeout = min(self.agent.command_timeout_seconds, self._remaining())
+        agent = self.agent
+        timeout = applied_timeout(parsed.timeout, agent.command_timeout_seconds, agent.max_command_timeout_seconds, self._remaining())
         try:
             result = self.tools.call(parsed.name, {TOOL_ARGUMENT[parsed.name]: parsed.argument, "timeout": timeout}, timeout)
         except SandboxUnavailable as exc:
             raise LoopFailure(ErrorKind.sandbox, f"the sandbox stopped answering: {exc}") from None
         except SandboxError as exc:
-            return f"error: the sandbox refused the call: {exc}"
-        return render_result(result.output, result.exit_code, result.timed_out, timeout)
+            return f"error: the sandbox refused the call: {exc}", timeout
+        return render_result(result.output, result.exit_code, result.timed_out, timeout), timeout
 
     def _fail(self, kind: ErrorKind, message: str) -> None:
         self.outcome.status = SampleStatus.failed

@@ -3,60 +3,106 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TOOL_ARGUMENT = {"bash": "command", "python_exec": "code"}
+TOOL_ARGUMENT = {"bash": "command", "python_exec": "code", "submit": "answer"}
+WORK_TOOLS = ("bash", "python_exec")
+TIMEOUT = "timeout"
+
+
+def _tool(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """A function tool whose first property is its one required argument."""
+    required = [next(iter(properties))]
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def _work_tool(name: str, description: str, field: str, field_description: str) -> dict[str, Any]:
+    timeout = {
+        "type": "number",
+        "description": "Optional: seconds before the run is killed (the harness applies a default and a cap).",
+    }
+    return _tool(name, description, {field: {"type": "string", "description": field_description}, TIMEOUT: timeout})
+
 
 TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a bash command in the working directory. Returns combined stdout/stderr and the exit code.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string", "description": "The command to run."}},
-                "required": ["command"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "python_exec",
-            "description": "Run a Python 3 program in the working directory. Print what you want to see.",
-            "parameters": {
-                "type": "object",
-                "properties": {"code": {"type": "string", "description": "The Python source to run."}},
-                "required": ["code"],
-            },
-        },
-    },
+    _work_tool(
+        "bash",
+        "Run a bash command in the working directory. Returns combined stdout/stderr and the exit code.",
+        "command", "The command to run.",
+    ),
+    _work_tool(
+        "python_exec",
+        "Run a Python 3 program in the working directory. Print what you want to see.",
+        "code", "The Python source to run.",
+    ),
 ]
+
+SUBMIT_TOOL = _tool(
+    "submit",
+    "Hand in the finished work. Call it once, when every requested file is saved; it ends the task.",
+    {"answer": {"type": "string", "description": "Your final answer: a short summary of what you delivered."}},
+)
+
+
+def tools_for(finish: str) -> list[dict[str, Any]]:
+    """The tools of a run: the work tools, plus `submit` when a sample ends by submitting."""
+    return [*TOOLS, SUBMIT_TOOL] if finish == "submit" else list(TOOLS)
 
 
 @dataclass(frozen=True)
 class ParsedCall:
-    """A tool call checked against the schema; `problem` is what to tell the model if it is wrong."""
+    """A tool call checked against the schema; `problem` is what to tell the model if it is wrong.
+
+    `repaired` says the arguments parsed only leniently (raw control characters inside strings, as
+    some servers emit), so the transcript can show it.
+    """
 
     name: str
     argument: str = ""
+    timeout: float | None = None
+    repaired: bool = False
     problem: str = ""
 
 
-def parse_call(name: str, raw_arguments: str | None) -> ParsedCall:
-    if name not in TOOL_ARGUMENT:
-        return ParsedCall(name, problem=f"error: unknown tool {name!r}; available tools: bash, python_exec")
+def loads_lenient(raw: str) -> tuple[Any, bool]:
+    """JSON as sent, else as a lenient parser reads it; (value, whether leniency was needed)."""
+    try:
+        return json.loads(raw), False
+    except json.JSONDecodeError:
+        return json.loads(raw, strict=False), True
+
+
+def parse_call(name: str, raw_arguments: str | None, offered: Sequence[str] = WORK_TOOLS) -> ParsedCall:
+    if name not in offered:
+        return ParsedCall(name, problem=f"error: unknown tool {name!r}; available tools: {', '.join(offered)}")
     field = TOOL_ARGUMENT[name]
     try:
-        args = json.loads(raw_arguments or "{}")
+        args, repaired = loads_lenient(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
         return ParsedCall(name, problem=f"error: the arguments are not valid JSON ({exc.msg}); send {{\"{field}\": \"...\"}}")
-    value = args.get(field) if isinstance(args, dict) else None
+    if not isinstance(args, dict):
+        args = {}
+    value = args.get(field)
     if not isinstance(value, str):
-        return ParsedCall(name, problem=f"error: {name} needs a string argument {field!r}")
-    return ParsedCall(name, argument=value)
+        return ParsedCall(name, repaired=repaired, problem=f"error: {name} needs a string argument {field!r}")
+    timeout = args.get(TIMEOUT) if name in WORK_TOOLS else None
+    if timeout is not None and not _is_seconds(timeout):
+        return ParsedCall(name, repaired=repaired, problem=f"error: {TIMEOUT!r} must be a positive number of seconds")
+    return ParsedCall(name, argument=value, timeout=timeout, repaired=repaired)
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def applied_timeout(requested: float | None, default: float, cap: float, remaining: float) -> float:
+    """What a call gets: the model's own timeout up to the cap, else the default; never past the deadline."""
+    wanted = default if requested is None else min(requested, cap)
+    return min(wanted, remaining)
 
 
 def render_result(output: str, exit_code: int, timed_out: bool, timeout: float) -> str:
