@@ -153,8 +153,9 @@ def run(
         sys.stdout.flush()
         os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
     info = build_submission(storage, run_name)
-    counts = ", ".join(f"{name} {value}" for name, value in info.counts.model_dump().items())
-    out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f})", highlight=False)
+    c = info.counts
+    counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
+    out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f})", highlight=False)
     if tally.crashed:
         err.print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
         raise typer.Exit(3)

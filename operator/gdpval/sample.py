@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 
 class SampleStatus(StrEnum):
@@ -56,6 +57,7 @@ class SampleResult(BaseModel):
     deliverable_text: str = ""
     deliverable_files: list[str] = Field(default_factory=list)  # relative to deliverable_files/
     refused_files: list[RefusedFile] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)  # e.g. a reference file the sample ran without
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)
     api_errors: int = 0  # retried model-API errors (429, 5xx, timeouts)
@@ -65,3 +67,36 @@ class SampleResult(BaseModel):
     @property
     def duration_s(self) -> float:
         return max(0.0, self.finished_at - self.started_at)
+
+    @property
+    def ready(self) -> bool:
+        """The benchmark's submission_ready: the model left final text or a deliverable file, however it ended."""
+        return bool(self.deliverable_text.strip() or self.deliverable_files)
+
+    @property
+    def completed(self) -> bool:
+        """The attempt ended with a final answer (not cut short by an error, max_steps or the deadline)."""
+        return self.status == SampleStatus.succeeded
+
+
+class SampleCounts(BaseModel):
+    """Samples of a run by where they stand: one shape for the CR status, the package info and the live tally.
+
+    `succeeded + failed + missing` is every finished or abandoned sample; `ready` counts the
+    submission-ready ones among them (a failed sample that left a file is ready).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    missing: int = 0
+    retried: int = 0
+    ready: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed

@@ -76,3 +76,18 @@ def test_an_unreadable_run_json_is_refused_with_what_to_do(tmp_path):
     (tmp_path / "runs/x/run.json").write_text('{"format": 2, "run_name": "x"}')
     done = gdpval("run", "--output", str(tmp_path), "--run-name", "x")
     assert done.returncode == 2 and "is not a run record this version reads" in done.stderr and "choose a new --run-name" in done.stderr
+
+
+def test_missing_references_can_be_skipped_with_a_warning(dataset, model, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(dataset, broken)
+    victim = next(p for p in sorted((broken / "reference_files").rglob("*")) if p.is_file())
+    victim.unlink()
+    out = tmp_path / "out"
+    done = gdpval("run", "--dataset", str(broken), "--model", "scripted", "--base-url", model.base_url,
+                  "--output", str(out), "--run-name", "r", "--missing-references", "skip")
+    assert done.returncode == 0, done.stderr
+    results = pq.read_table(out / "runs/r/results.parquet").to_pylist()
+    warned = [r for r in results if r["warnings"]]
+    assert {r["status"] for r in results} == {"succeeded"} and len(warned) == 1
+    assert victim.name in warned[0]["warnings"][0] and "ran without" in warned[0]["warnings"][0]

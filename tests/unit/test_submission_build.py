@@ -51,8 +51,10 @@ def check_single_package(storage: Storage) -> None:
     ]
     assert got["t-retry"]["deliverable_files"] == ["deliverable_files/t-retry/new.txt"]
     assert got["t-retry"]["deliverable_text"] == "second"
-    for task in ("t-fail", "t-half"):
-        assert got[task]["deliverable_files"] == [] and got[task]["deliverable_text"] == ""
+    # t-fail hit max_steps after writing a file: submission-ready (the benchmark's definition), not completed.
+    assert got["t-fail"]["deliverable_files"] == ["deliverable_files/t-fail/draft.txt"]
+    assert got["t-fail"]["deliverable_text"] == "partial answer"
+    assert got["t-half"]["deliverable_files"] == [] and got["t-half"]["deliverable_text"] == ""
     for row in rows:
         for rel in row["deliverable_files"]:
             assert storage.exists(f"{SUB}/{rel}")
@@ -60,11 +62,13 @@ def check_single_package(storage: Storage) -> None:
     assert sorted(storage.list(SUB)) == sorted([
         f"{SUB}/data/train-00000-of-00001.parquet", f"{SUB}/submission_info.json",
         f"{SUB}/deliverable_files/t-ok/report.md", f"{SUB}/deliverable_files/t-ok/data/a b (1).csv",
-        f"{SUB}/deliverable_files/t-retry/new.txt",
+        f"{SUB}/deliverable_files/t-retry/new.txt", f"{SUB}/deliverable_files/t-fail/draft.txt",
     ])
     meta = json.loads(storage.get_text(f"{SUB}/submission_info.json"))
-    assert meta["counts"] == {"tasks": 4, "samples": 4, "succeeded": 2, "failed": 1, "missing": 1}
-    assert meta["submission_ready"] == 0.5 and "submission_ready" in meta["submission_ready_definition"]
+    assert meta["tasks"] == 4
+    assert {k: v for k, v in meta["counts"].items() if v} == {"total": 4, "succeeded": 2, "failed": 1, "missing": 1, "ready": 3}
+    assert meta["submission_ready"] == 0.75 and meta["completed"] == 0.5
+    assert "submission_ready" in meta["submission_ready_definition"] and "completed" in meta["submission_ready_definition"]
     assert "OpenAI's grader" in meta["official_score"]
     assert (meta["dataset"], meta["dataset_revision"], meta["run_name"]) == ("openai-mirror/gdpval", "a" * 40, RUN)
     assert info.counts == info.packages[0].counts and info.uri == storage.url(SUB)
@@ -73,6 +77,9 @@ def check_single_package(storage: Storage) -> None:
         "t-ok": ("succeeded", 1), "t-fail": ("failed", 1), "t-retry": ("succeeded", 2), "t-half": ("missing", None),
     }
     assert results["t-fail"]["error_kind"] == "max_steps"
+    assert {t: (r["submission_ready"], r["completed"]) for t, r in results.items()} == {
+        "t-ok": (True, True), "t-fail": (True, False), "t-retry": (True, True), "t-half": (False, False),
+    }
 
 
 def test_build_on_a_local_folder(tmp_path):
@@ -98,9 +105,9 @@ def test_rebuild_is_idempotent_and_follows_new_commits(tmp_path):
 def test_stale_files_of_an_earlier_build_are_removed(tmp_path):
     storage = LocalStorage(tmp_path)
     make_run(storage)
-    storage.put_bytes(f"{SUB}/deliverable_files/t-fail/old.txt", b"from an earlier build")
+    storage.put_bytes(f"{SUB}/deliverable_files/t-half/old.txt", b"from an earlier build")
     info = build_submission(storage, RUN)
-    assert not storage.exists(f"{SUB}/deliverable_files/t-fail/old.txt") and not info.warnings
+    assert not storage.exists(f"{SUB}/deliverable_files/t-half/old.txt") and not info.warnings
 
 
 def test_repeats_give_one_full_package_per_repeat(tmp_path):
@@ -119,9 +126,9 @@ def test_repeats_give_one_full_package_per_repeat(tmp_path):
         assert rows["t1"]["deliverable_files"] == [f"deliverable_files/t1/out-{k}.txt"]
         assert storage.get_bytes(f"{root}/deliverable_files/t1/out-{k}.txt") == f"t1-r{k}".encode()
         meta = json.loads(storage.get_text(f"{root}/submission_info.json"))
-        assert (meta["repeat"], meta["repeats"], meta["counts"]["tasks"]) == (k, 2, 2)
+        assert (meta["repeat"], meta["repeats"], meta["tasks"]) == (k, 2, 2)
     assert by_task(table(storage, f"{SUB}/repeat-1/data/train-00000-of-00001.parquet"))["t2"]["deliverable_files"] == []
-    assert info.counts.model_dump() == {"tasks": 2, "samples": 4, "succeeded": 3, "failed": 0, "missing": 1}
+    assert (info.counts.total, info.counts.succeeded, info.counts.missing, info.counts.ready) == (4, 3, 1, 3)
     assert [p.submission_ready for p in info.packages] == [1.0, 0.5]
     assert len(table(storage, f"runs/{RUN}/results.parquet")) == 4
 

@@ -57,13 +57,22 @@ def test_succeeded_row_carries_text_and_package_paths():
     assert row["reference_files"] == ["reference_files/t1/input.txt"]
 
 
-@pytest.mark.parametrize("outcome", ["failed", "missing"])
-def test_failed_or_missing_sample_keeps_its_row_with_nothing_delivered(outcome):
+def test_a_missing_sample_keeps_its_row_with_nothing_delivered():
     entry = runs.entries([runs.task("t1")])[0]
-    result = runs.failed(entry, 2) if outcome == "failed" else None
-    row = submission_row(entry, result)
+    row = submission_row(entry, None)
     assert row["task_id"] == "t1" and row["prompt"] == "Do task t1."
     assert row["deliverable_text"] == "" and row["deliverable_files"] == []
+
+
+def test_a_failed_sample_delivers_what_it_left():
+    """The benchmark grades what the model produced, however the attempt ended."""
+    entry = runs.entries([runs.task("t1")])[0]
+    failed = runs.failed(entry, 2)
+    row = submission_row(entry, failed)
+    assert row["deliverable_text"] == "partial answer" and row["deliverable_files"] == ["deliverable_files/t1/draft.txt"]
+    assert failed.ready and not failed.completed
+    empty = failed.model_copy(update={"deliverable_text": " \n", "deliverable_files": []})
+    assert not empty.ready and submission_row(entry, empty)["deliverable_files"] == []
 
 
 def test_gold_never_leaks_even_if_a_task_carried_extra_fields():
@@ -112,9 +121,11 @@ def test_result_rows_for_each_outcome():
         "sample_id": "t1-r0", "task_id": "t1", "repeat": 0, "attempt": 2, "status": "succeeded",
         "error_kind": None, "error": "", "steps": 3, "input_tokens": 100, "output_tokens": 20,
         "duration_s": 0, "api_errors": 0, "deliverable_count": 2, "refused_count": 0,
+        "submission_ready": True, "completed": True, "warnings": [],
     }
     assert got[0]["duration_s"] == pytest.approx(2.5)
     assert (got[1]["status"], got[1]["error_kind"], got[1]["refused_count"], got[1]["api_errors"]) == (
         "failed", "rate_limited", 1, 2,
     )
     assert (got[2]["status"], got[2]["attempt"], got[2]["error"]) == ("missing", None, "no committed attempt")
+    assert (got[1]["submission_ready"], got[1]["completed"], got[2]["submission_ready"]) == (True, False, False)

@@ -64,9 +64,9 @@ def rebuild_ledger(storage: S3Storage, run: str, now: float) -> Ledger:
     return rebuild(progress, results, now)
 
 
-def ready_rate(infos: list[Mapping]) -> float | None:
-    """The submission_ready share over all packages (one per repeat), weighted by their tasks."""
-    weighted = [(float(i["submission_ready"]), int((i.get("counts") or {}).get("samples") or 1)) for i in infos if "submission_ready" in i]
+def ready_rate(infos: list[Mapping], figure: str = "submission_ready") -> float | None:
+    """A package figure (submission_ready, completed) over all packages (one per repeat), weighted by their samples."""
+    weighted = [(float(i[figure]), int((i.get("counts") or {}).get("total") or 1)) for i in infos if figure in i]
     total = sum(w for _, w in weighted)
     return round(sum(r * w for r, w in weighted) / total, 4) if total else None
 

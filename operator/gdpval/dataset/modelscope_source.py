@@ -21,8 +21,8 @@ import requests
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.parquet import split_files
 from gdpval.dataset.references import Absent
+from gdpval.settings import DEFAULT_DATASET
 
-DEFAULT_DATASET = "openai-mirror/gdpval"
 PAGE_SIZE = 200
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 T = TypeVar("T")

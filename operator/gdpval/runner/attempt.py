@@ -60,6 +60,7 @@ def run_attempt(
     scratch: Path,
     clock: Clock | None = None,
     cancelled: Callable[[], bool] = lambda: False,
+    warnings: list[str] | None = None,
 ) -> SampleResult:
     """Run the loop, upload what the model made, and commit the result last."""
     clock = clock or Clock()
@@ -74,6 +75,7 @@ def run_attempt(
     if cancelled():
         raise AttemptCancelled(attempt.sample_id)
     result = _result(attempt, outcome, started)
+    result.warnings = list(warnings or [])
     commit(attempt, storage, result, host_workspace, transcript_path)
     return result
 
@@ -90,6 +92,15 @@ def commit(attempt: Attempt, storage: Storage, result: SampleResult, host_worksp
     result.finished_at = time.time()
     storage.put_text(attempt.keys.result, result.model_dump_json(indent=2))
     return result
+
+
+def missing_references(attempt: Attempt, missing: list[str]) -> tuple[SampleResult | None, list[str]]:
+    """Per dataset.missingReferences: the failed result to commit ('fail'), or the warnings to record ('skip')."""
+    if not missing:
+        return None, []
+    if attempt.record.settings.dataset.missing_references == "fail":
+        return failed_result(attempt, ErrorKind.missing_reference, f"reference files missing from the dataset: {', '.join(missing)}"), []
+    return None, [f"ran without a reference file missing from the dataset: {path}" for path in missing]
 
 
 def failed_result(attempt: Attempt, kind: ErrorKind, message: str) -> SampleResult:

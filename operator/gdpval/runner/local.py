@@ -19,7 +19,7 @@ import openai
 
 from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.manifest import ManifestEntry, RunRecord
-from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, run_attempt
+from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, missing_references, run_attempt
 from gdpval.runner.state import progress_from_keys
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
@@ -109,10 +109,10 @@ class LocalRunner:
         return result
 
     def _attempt(self, attempt: Attempt) -> SampleResult:
-        try:
-            references = {ref.path: self.dataset.fetch_reference(ref.path) for ref in attempt.entry.references}
-        except MissingReference as exc:
-            return commit(attempt, self.storage, failed_result(attempt, ErrorKind.missing_reference, str(exc)), None, None)
+        references, missing = self._fetch_references(attempt)
+        failure, warnings = missing_references(attempt, missing)
+        if failure is not None:
+            return commit(attempt, self.storage, failure, None, None)
         base = self.workdir / attempt.sample_id / f"attempt-{attempt.number}"
         workspace, scratch = base / "workspace", base / "scratch"
         workspace.mkdir(parents=True)
@@ -126,9 +126,20 @@ class LocalRunner:
                     view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])
                     tools = SandboxClient(box.address, box.token)
                     return run_attempt(
-                        attempt, self.storage, self.client, tools, view, workspace, scratch, cancelled=self.stopping.is_set
+                        attempt, self.storage, self.client, tools, view, workspace, scratch,
+                        cancelled=self.stopping.is_set, warnings=warnings,
                     )
                 finally:
                     self.active.discard(box)
         finally:
             shutil.rmtree(base, ignore_errors=True)
+
+    def _fetch_references(self, attempt: Attempt) -> tuple[dict[str, Path], list[str]]:
+        """Local paths of the sample's reference files, and the dataset paths that could not be fetched."""
+        found, missing = {}, []
+        for ref in attempt.entry.references:
+            try:
+                found[ref.path] = self.dataset.fetch_reference(ref.path)
+            except MissingReference:
+                missing.append(ref.path)
+        return found, missing

@@ -11,8 +11,8 @@ from gdpval import contract
 from gdpval.agent.client import make_client
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.runner.attempt import Attempt, SandboxView, commit, failed_result, run_attempt
-from gdpval.sample import ErrorKind, SampleResult
+from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
+from gdpval.sample import SampleResult
 from gdpval.sandbox.client import SandboxClient
 from gdpval.storage import NotFound, Storage, layout
 
@@ -57,14 +57,13 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     done = attempt.keys.result
     if storage.exists(done):
         return SampleResult.model_validate_json(storage.get_text(done))
-    missing = [ref.path for ref in attempt.entry.references if not ref.key]
-    if missing:
-        failure = failed_result(attempt, ErrorKind.missing_reference, f"reference files missing from the dataset: {', '.join(missing)}")
+    failure, warnings = missing_references(attempt, [ref.path for ref in attempt.entry.references if not ref.key])
+    if failure is not None:
         return commit(attempt, storage, failure, None, None)
     tools = SandboxClient(sandbox, os.environ.get(contract.TOKEN_ENV, ""))
     tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
-    refs = [f"{contract.REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references]
+    refs = [f"{contract.REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references if ref.key]
     view = SandboxView(contract.WORKSPACE, contract.REFERENCES, refs)
     client = make_client(record.settings.model.base_url)
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
-        return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch))
+        return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings)

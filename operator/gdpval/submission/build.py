@@ -20,22 +20,23 @@ from pydantic import BaseModel, Field, ValidationError
 
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.sample import SampleResult, SampleStatus
+from gdpval.sample import SampleCounts, SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.submission.schema import (
     UnsafeDeliverable,
     deliverable_path,
+    ready,
     result_row,
     results_table,
     submission_row,
     submission_table,
-    succeeded,
 )
 
 READY_DEFINITION = (
-    "submission_ready = the share of this package's tasks (one sample each) whose committed attempt has "
-    "status 'succeeded', i.e. the model ended with a final answer; failed and missing samples are not "
-    "ready. It measures completion only, not quality."
+    "submission_ready = the share of this package's samples whose committed attempt left a non-empty final "
+    "text or at least one deliverable file, however the attempt ended (the benchmark's definition); "
+    "completed = the share that ended with a final answer (status 'succeeded'). Missing samples are "
+    "neither. Neither figure measures quality."
 )
 OFFICIAL_SCORE = (
     "The official GDPval score comes from OpenAI's grader, which grades this package; this tool does "
@@ -45,14 +46,6 @@ OFFICIAL_SCORE = (
 
 class SubmissionError(GdpvalError):
     """The run cannot be assembled (missing run record or manifest, unreadable results)."""
-
-
-class Counts(BaseModel):
-    tasks: int = 0
-    samples: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    missing: int = 0
 
 
 class PackageInfo(BaseModel):
@@ -65,8 +58,10 @@ class PackageInfo(BaseModel):
     split: str
     repeat: int
     repeats: int
-    counts: Counts
+    tasks: int
+    counts: SampleCounts
     submission_ready: float
+    completed: float
     submission_ready_definition: str = READY_DEFINITION
     official_score: str = OFFICIAL_SCORE
     created_at: str
@@ -79,8 +74,9 @@ class SubmissionInfo(BaseModel):
     run_name: str
     uri: str
     results_uri: str
-    counts: Counts
+    counts: SampleCounts
     submission_ready: float
+    completed: float
     packages: list[PackageInfo]
     warnings: list[str] = Field(default_factory=list)
 
@@ -124,7 +120,8 @@ def build_submission(storage: Storage, run: str) -> SubmissionInfo:
         uri=storage.url(layout.submission(run)),
         results_uri=storage.url(layout.results_parquet(run)),
         counts=counts,
-        submission_ready=_ready(counts),
+        submission_ready=_share(counts.ready, counts),
+        completed=_share(counts.succeeded, counts),
         packages=packages,
         warnings=warnings + [w for p in packages for w in p.warnings],
     )
@@ -207,8 +204,10 @@ class _Builder:
             split=self.record.settings.dataset.split,
             repeat=repeat,
             repeats=repeats,
+            tasks=len({e.sample.task_id for e in entries}),
             counts=counts,
-            submission_ready=_ready(counts),
+            submission_ready=_share(counts.ready, counts),
+            completed=_share(counts.succeeded, counts),
             created_at=self.created,
             warnings=warnings,
         )
@@ -218,8 +217,8 @@ class _Builder:
     def _copy(
         self, entry: ManifestEntry, result: SampleResult | None, prefix: str, warnings: list[str]
     ) -> SampleResult | None:
-        """Copy a succeeded sample's files into the package; unsafe names are left out and reported."""
-        if result is None or not succeeded(result):
+        """Copy a submission-ready sample's files into the package; unsafe names are left out and reported."""
+        if not ready(result):
             return result
         sample = entry.sample.sample_id
         source = layout.deliverables(self.record.run_name, sample, self.attempts[sample].attempt)
@@ -242,19 +241,19 @@ class _Builder:
         self.written.add(key)
 
 
-def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> Counts:
+def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> SampleCounts:
     outcomes = [results.get(e.sample.sample_id) for e in entries]
-    return Counts(
-        tasks=len({e.sample.task_id for e in entries}),
-        samples=len(entries),
-        succeeded=sum(1 for r in outcomes if succeeded(r)),
-        failed=sum(1 for r in outcomes if r is not None and r.status == SampleStatus.failed),
+    return SampleCounts(
+        total=len(entries),
+        succeeded=sum(1 for r in outcomes if r is not None and r.completed),
+        failed=sum(1 for r in outcomes if r is not None and not r.completed),
         missing=sum(1 for r in outcomes if r is None),
+        ready=sum(1 for r in outcomes if ready(r)),
     )
 
 
-def _ready(counts: Counts) -> float:
-    return round(counts.succeeded / counts.samples, 4) if counts.samples else 0.0
+def _share(part: int, counts: SampleCounts) -> float:
+    return round(part / counts.total, 4) if counts.total else 0.0
 
 
 def _parquet(table: pa.Table) -> bytes:

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from gdpval.dataset.models import BASE_COLUMNS, RUBRIC_COLUMNS
 from gdpval.manifest import ManifestEntry
-from gdpval.sample import SampleResult, SampleStatus
+from gdpval.sample import SampleResult
 from gdpval.storage import layout
 
 STRINGS = pa.list_(pa.field("element", pa.string()))
@@ -41,6 +41,9 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("api_errors", pa.int64(), nullable=False),
         pa.field("deliverable_count", pa.int64(), nullable=False),
         pa.field("refused_count", pa.int64(), nullable=False),
+        pa.field("submission_ready", pa.bool_(), nullable=False),  # final text or a deliverable file
+        pa.field("completed", pa.bool_(), nullable=False),  # ended with a final answer
+        pa.field("warnings", STRINGS, nullable=False),
     ]
 )
 
@@ -61,15 +64,15 @@ def deliverable_path(task_id: str, relative: str) -> str:
     return layout.package_relpath(task_id, relative)
 
 
-def succeeded(result: SampleResult | None) -> bool:
-    return result is not None and result.status == SampleStatus.succeeded
+def ready(result: SampleResult | None) -> bool:
+    return result is not None and result.ready
 
 
 def submission_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, Any]:
-    """One submission row; only a succeeded result contributes text and files."""
+    """One submission row: whatever a submission-ready result left (text, files), however it ended."""
     task = entry.task
-    ok = succeeded(result)
-    files = [deliverable_path(task.task_id, rel) for rel in result.deliverable_files] if ok else []
+    text = result.deliverable_text if result is not None else ""
+    files = [deliverable_path(task.task_id, rel) for rel in result.deliverable_files] if result is not None else []
     return {
         "task_id": task.task_id,
         "sector": task.sector,
@@ -80,7 +83,7 @@ def submission_row(entry: ManifestEntry, result: SampleResult | None) -> dict[st
         "reference_file_hf_uris": list(task.reference_file_hf_uris),
         "rubric_pretty": task.rubric_pretty,
         "rubric_json": task.rubric_json,
-        "deliverable_text": result.deliverable_text if ok else "",
+        "deliverable_text": text,
         "deliverable_files": files,
     }
 
@@ -93,7 +96,7 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
             "sample_id": sample.sample_id, "task_id": sample.task_id, "repeat": sample.repeat, "attempt": None,
             "status": MISSING, "error_kind": None, "error": "no committed attempt", "steps": 0,
             "input_tokens": 0, "output_tokens": 0, "duration_s": 0.0, "api_errors": 0,
-            "deliverable_count": 0, "refused_count": 0,
+            "deliverable_count": 0, "refused_count": 0, "submission_ready": False, "completed": False, "warnings": [],
         }
     return {
         "sample_id": sample.sample_id,
@@ -110,6 +113,9 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
         "api_errors": result.api_errors,
         "deliverable_count": len(result.deliverable_files),
         "refused_count": len(result.refused_files),
+        "submission_ready": result.ready,
+        "completed": result.completed,
+        "warnings": list(result.warnings),
     }
 
 
