@@ -44,6 +44,14 @@ class RefusedFile(BaseModel):
     reason: str
 
 
+class RenamedFile(BaseModel):
+    """A deliverable stored under a portable name (the grader may run on another OS)."""
+
+    path: str  # as the model wrote it
+    stored_as: str
+    reason: str
+
+
 class SampleResult(BaseModel):
     """Committed last; its presence marks the attempt as finished."""
 
@@ -57,6 +65,7 @@ class SampleResult(BaseModel):
     deliverable_text: str = ""
     deliverable_files: list[str] = Field(default_factory=list)  # relative to deliverable_files/
     refused_files: list[RefusedFile] = Field(default_factory=list)
+    renamed_files: list[RenamedFile] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # e.g. a reference file the sample ran without
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)

@@ -14,7 +14,7 @@ from pathlib import Path
 import openai
 
 from gdpval.agent.loop import AgentLoop, Clock, LoopOutcome, ToolBackend
-from gdpval.agent.prompt import SYSTEM_PROMPT, task_message
+from gdpval.agent.prompt import compose
 from gdpval.agent.transcript import Transcript
 from gdpval.manifest import ManifestEntry, RunRecord
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
@@ -67,11 +67,11 @@ def run_attempt(
     started = time.time()
     settings = attempt.record.settings
     deadline = clock.now() + (settings.agent.sample_deadline_seconds or float("inf"))
-    user = task_message(attempt.entry.task.prompt, view.workspace, view.reference_root, view.references)
+    system, user = compose(settings.prompt, attempt.entry.task.prompt, view.workspace, view.reference_root, view.references)
     transcript_path = scratch / layout.TRANSCRIPT
     with Transcript(transcript_path) as transcript:
-        loop = AgentLoop(client, settings.model, settings.agent, tools, transcript, deadline, clock)
-        outcome = loop.run(SYSTEM_PROMPT, user)
+        loop = AgentLoop(client, settings.model, settings.agent, tools, transcript, deadline, clock, settings.prompt.finish)
+        outcome = loop.run(system, user)
     if cancelled():
         raise AttemptCancelled(attempt.sample_id)
     result = _result(attempt, outcome, started)
@@ -87,6 +87,7 @@ def commit(attempt: Attempt, storage: Storage, result: SampleResult, host_worksp
         collected = collect(host_workspace, max_file_bytes=caps.max_file_bytes, max_files=caps.max_files)
         result.deliverable_files = upload(collected, storage, attempt.keys.deliverables)
         result.refused_files = list(collected.refused)
+        result.renamed_files = list(collected.renamed)
     if transcript is not None and transcript.exists():
         storage.put_file(attempt.keys.transcript, transcript)
     result.finished_at = time.time()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdpval.sample import RefusedFile
+from gdpval.sample import RefusedFile, RenamedFile
 from gdpval.storage.base import Storage
 
 DELIVERABLE_DIR = "deliverable_files"
@@ -26,15 +26,25 @@ MIN_ENTRY_BUDGET = 10_000
 MAX_COUNT_REFUSALS = 100
 IN_MEMORY_BYTES = 8 * 1024 * 1024
 CHUNK = 1024 * 1024
+MAX_NAME_BYTES = 255
+MAX_KEPT_SUFFIX = 16
+# What a grader on Windows or macOS could not open: forbidden characters and reserved device names.
+_FORBIDDEN = set('\\:*?"<>|')
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
 class Deliverable:
-    relpath: str  # under deliverable_files/, `/`-separated
+    relpath: str  # under deliverable_files/, `/`-separated, as the model wrote it
     host_path: Path
     size: int
+    stored_as: str = ""  # the portable name it is uploaded under (relpath when that is portable)
+
+    @property
+    def key(self) -> str:
+        return self.stored_as or self.relpath
 
 
 @dataclass
@@ -43,6 +53,7 @@ class Collected:
     max_file_bytes: int
     files: list[Deliverable] = field(default_factory=list)
     refused: list[RefusedFile] = field(default_factory=list)
+    renamed: list[RenamedFile] = field(default_factory=list)
 
 
 class Refused(Exception):
@@ -66,6 +77,55 @@ def _check_name(name: str) -> None:
         raise Refused("name is not valid UTF-8") from None
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise Refused("name contains control characters")
+
+
+def portable_name(name: str) -> tuple[str, list[str]]:
+    """A name every grader's OS can open, and why it differs from `name` (nothing when it does not).
+
+    Spaces, accents and other Unicode stay: only what Windows or macOS cannot store changes.
+    """
+    reasons = []
+    new = "".join("_" if ch in _FORBIDDEN else ch for ch in name)
+    if new != name:
+        reasons.append("characters other systems forbid (\\ : * ? \" < > |) became _")
+    stripped = new.rstrip(". ") or "_"
+    if stripped != new:
+        reasons.append("trailing dots or spaces removed")
+    if stripped.split(".")[0].upper() in _RESERVED:
+        stripped = f"_{stripped}"
+        reasons.append("a reserved device name on Windows got a _ prefix")
+    if len(stripped.encode("utf-8")) > MAX_NAME_BYTES:
+        stripped = _shorten(stripped)
+        reasons.append(f"longer than {MAX_NAME_BYTES} bytes: shortened, extension kept")
+    return stripped, reasons
+
+
+def _shorten(name: str) -> str:
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or len(suffix) > MAX_KEPT_SUFFIX:
+        stem, suffix = name, ""
+    tail = f".{suffix}" if suffix else ""
+    room = MAX_NAME_BYTES - len(tail.encode("utf-8"))
+    return stem.encode("utf-8")[:room].decode("utf-8", "ignore") + tail
+
+
+def _portable(files: list[Deliverable]) -> tuple[list[Deliverable], list[RenamedFile], list[RefusedFile]]:
+    """Give each file its portable name; a rename that lands on a name already taken is refused."""
+    kept, renamed, refused = [], [], []
+    taken = {f.relpath for f in files}
+    for item in files:
+        parts = [portable_name(part) for part in item.relpath.split("/")]
+        stored = "/".join(name for name, _ in parts)
+        reasons = [r for _, why in parts for r in why]
+        if not reasons:
+            kept.append(item)
+        elif stored in taken:
+            refused.append(RefusedFile(path=item.relpath, reason=f"its portable name {stored!r} is already taken"))
+        else:
+            taken.add(stored)
+            kept.append(Deliverable(item.relpath, item.host_path, item.size, stored))
+            renamed.append(RenamedFile(path=item.relpath, stored_as=stored, reason="; ".join(dict.fromkeys(reasons))))
+    return kept, renamed, refused
 
 
 def _kind(mode: int) -> str:
@@ -169,8 +229,8 @@ def collect(workspace: Path, *, max_file_bytes: int, max_files: int) -> Collecte
     finally:
         os.close(root_fd)
     files = sorted(walker.files)
-    result.files = [Deliverable(rel, root / rel, size) for rel, size in files[:max_files]]
-    result.refused = sorted(walker.refused + _over_count(files[max_files:], max_files), key=lambda r: r.path)
+    result.files, result.renamed, clashes = _portable([Deliverable(rel, root / rel, size) for rel, size in files[:max_files]])
+    result.refused = sorted(walker.refused + clashes + _over_count(files[max_files:], max_files), key=lambda r: r.path)
     return result
 
 
@@ -241,7 +301,7 @@ class _Buffer:
 
 
 def upload(collected: Collected, storage: Storage, prefix: str) -> list[str]:
-    """Copy each collected file to `prefix/<relpath>`; return the relative paths uploaded.
+    """Copy each collected file to `prefix/<portable relpath>`; return the relative paths uploaded.
 
     A file that changed after `collect` into something other than a plain file within the
     size cap (a symlink, a fifo, a path through a swapped-in symlinked folder) is refused and
@@ -250,11 +310,11 @@ def upload(collected: Collected, storage: Storage, prefix: str) -> list[str]:
     uploaded: list[str] = []
     base = prefix.rstrip("/")
     for item in collected.files:
-        key = f"{base}/{item.relpath}" if base else item.relpath
+        key = f"{base}/{item.key}" if base else item.key
         try:
             _upload_one(collected.root, item.relpath, storage, key, collected.max_file_bytes)
         except Refused as exc:
             collected.refused.append(RefusedFile(path=item.relpath, reason=str(exc)))
             continue
-        uploaded.append(item.relpath)
+        uploaded.append(item.key)
     return uploaded
