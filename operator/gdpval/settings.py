@@ -11,9 +11,10 @@ This module is the bottom layer: it imports nothing else of the package.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args, get_origin
+from string import Formatter
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 DEFAULT_DATASET = "openai-mirror/gdpval"
@@ -121,6 +122,30 @@ class PromptSettings(SettingsModel):
         default="answer",
         description="How a sample ends: 'answer', a reply that calls no tool, or 'submit', a submit(answer) tool whose answer is the deliverable text.",
     )
+
+    PLACEHOLDERS: ClassVar[tuple[str, ...]] = ("prompt", "references", "workspace", "deliverables")
+
+    @field_validator("template")
+    @classmethod
+    def _fillable(cls, template: str) -> str:
+        """A template that cannot be filled is refused with the settings, before any sample starts.
+
+        Placeholders are bare names: with no format spec or conversion, filling one cannot fail later.
+        """
+        if template == "default":
+            return template
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in Formatter().parse(template) if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"not a valid template ({exc}); write {{{{ and }}}} for literal braces") from None
+        for name, spec, conversion in fields:
+            if name not in cls.PLACEHOLDERS or spec or conversion:
+                written = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+                allowed = ", ".join(f"{{{known}}}" for known in cls.PLACEHOLDERS)
+                raise ValueError(f"unknown placeholder {{{written}}}; a template may use {allowed}, and {{{{ }}}} for literal braces")
+        if "prompt" not in (name for name, _, _ in fields):
+            raise ValueError("the template has no {prompt}, so the model would never see the task")
+        return template
 
 
 class SandboxSettings(SettingsModel):

@@ -9,6 +9,7 @@ import json
 from test_agent_loop import ANSWER, START, FakeClock, StandIn, Tools, completion
 
 from gdpval.agent.loop import AgentLoop, AgentSettings, ModelSettings
+from gdpval.agent.prompt import NUDGE
 from gdpval.agent.transcript import Transcript
 
 
@@ -20,12 +21,26 @@ def turn(*calls: dict):
     return completion({"content": None, "tool_calls": list(calls)})
 
 
-def run(tmp_path, fake: FakeClock, model: StandIn, tools: Tools, deadline: float = float("inf"), **agent) -> tuple:
+class Recording(StandIn):
+    """The stand-in endpoint, keeping every request body."""
+
+    def __init__(self, fake: FakeClock, replies: list, latency: float = 0.0) -> None:
+        super().__init__(fake, replies, latency)
+        self.bodies: list[dict] = []
+
+    def handle(self, request):
+        self.bodies.append(json.loads(request.content))
+        return super().handle(request)
+
+
+def run(tmp_path, fake: FakeClock, model: StandIn, tools: Tools, deadline: float = float("inf"), finish: str = "answer",
+        system: str | None = "system", **agent) -> tuple:
     """The outcome and the transcript's events."""
     path = tmp_path / "transcript.jsonl"
     with Transcript(path) as transcript:
-        loop = AgentLoop(model.client(), ModelSettings(name="scripted"), AgentSettings(**agent), tools, transcript, deadline, fake.clock())
-        outcome = loop.run("system", "user")
+        loop = AgentLoop(model.client(), ModelSettings(name="scripted"), AgentSettings(**agent), tools, transcript, deadline,
+                         fake.clock(), finish)
+        outcome = loop.run(system, "user")
     return outcome, [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -73,3 +88,58 @@ def test_a_bad_timeout_is_explained_to_the_model_and_nothing_runs(tmp_path):
     result = of_kind(events, "tool_result")[0]
     assert tools.calls == [] and result["rejected"] and "'timeout' must be a positive number" in result["content"]
     assert result["timeout_applied"] is None
+
+
+SUBMIT = turn(tool_call("submit", '{"answer": "Report saved as report.docx."}', "call_9"))
+
+
+def test_submit_ends_the_sample_with_its_answer_and_skips_later_calls(tmp_path):
+    fake = FakeClock()  # the answer carries a raw newline, as llama.cpp sends them: accepted, marked repaired
+    both = turn(tool_call("bash", '{"command": "ls"}', "call_1"), tool_call("submit", '{"answer": "Done:\nall"}', "call_2"),
+                tool_call("bash", '{"command": "rm -rf x"}', "call_3"))
+    model, tools = Recording(fake, [both]), Tools(fake)
+    outcome, events = run(tmp_path, fake, model, tools, finish="submit")
+    assert (outcome.status.value, outcome.text, outcome.steps) == ("succeeded", "Done:\nall", 1)
+    assert [args["command"] for _, args, _ in tools.calls] == ["ls"]
+    assert of_kind(events, "submit")[0] | {"t": 0} == {
+        "t": 0, "event": "submit", "id": "call_2", "answer": "Done:\nall", "repaired_arguments": True, "ignored": ["call_3"]}
+    assert [t["function"]["name"] for t in model.bodies[0]["tools"]] == ["bash", "python_exec", "submit"]
+
+
+def test_a_reply_without_a_tool_call_is_nudged_and_counts_as_a_step(tmp_path):
+    fake = FakeClock()
+    model = Recording(fake, [ANSWER, completion({"content": None}), SUBMIT])
+    outcome, events = run(tmp_path, fake, model, Tools(fake), finish="submit")
+    assert (outcome.status.value, outcome.text, outcome.steps) == ("succeeded", "Report saved as report.docx.", 3)
+    assert len(of_kind(events, "nudge")) == 2
+    last = model.bodies[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert last[2]["content"] == "All done." and last[3]["content"] == last[5]["content"] == NUDGE
+    assert "\n" not in NUDGE and "submit" in NUDGE
+
+
+def test_nudges_do_not_outlast_max_steps(tmp_path):
+    fake = FakeClock()
+    outcome, _ = run(tmp_path, fake, Recording(fake, [ANSWER]), Tools(fake), finish="submit", max_steps=4)
+    assert (outcome.status.value, outcome.error_kind.value, outcome.steps) == ("failed", "max_steps", 4)
+
+
+def test_a_bad_submit_is_explained_and_submit_is_unknown_when_answering(tmp_path):
+    fake = FakeClock()
+    model = Recording(fake, [turn(tool_call("submit", '{"summary": "x"}')), SUBMIT])
+    outcome, events = run(tmp_path, fake, model, Tools(fake), finish="submit")
+    assert "submit needs a string argument 'answer'" in of_kind(events, "tool_result")[0]["content"]
+    assert outcome.text == "Report saved as report.docx."
+    fake = FakeClock()
+    model = Recording(fake, [SUBMIT, ANSWER])
+    outcome, events = run(tmp_path / "answer", fake, model, Tools(fake))
+    assert "unknown tool 'submit'" in of_kind(events, "tool_result")[0]["content"] and outcome.text == "All done."
+    assert [t["function"]["name"] for t in model.bodies[0]["tools"]] == ["bash", "python_exec"]
+
+
+def test_no_system_message_is_sent_when_there_is_none(tmp_path):
+    fake = FakeClock()
+    model = Recording(fake, [ANSWER])
+    _, events = run(tmp_path, fake, model, Tools(fake), system=None)
+    assert model.bodies[0]["messages"] == [{"role": "user", "content": "user"}]
+    assert events[0]["system"] is None

@@ -1,4 +1,6 @@
-"""The agent loop: ask the model, run its tool calls in the sandbox, until it answers in text.
+"""The agent loop: ask the model, run its tool calls in the sandbox, until it finishes: by a reply
+that calls no tool, or (with `prompt.finish` 'submit') by calling `submit`, a plain reply then
+earning a one-line nudge.
 
 Every way a model call can fail is classified into an ErrorKind; transient ones (429, 5xx,
 timeouts, dropped connections) are retried with backoff inside the sample's deadline, the rest end
@@ -15,7 +17,8 @@ from typing import Any, Protocol
 
 import openai
 
-from gdpval.agent.tools import TOOL_ARGUMENT, TOOLS, ParsedCall, applied_timeout, parse_call, render_result
+from gdpval.agent.prompt import NUDGE
+from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
 from gdpval.sample import ErrorKind, SampleStatus, Usage
 from gdpval.settings import AgentSettings, ModelSettings
@@ -108,6 +111,7 @@ class AgentLoop:
         transcript: Transcript,
         deadline: float,
         clock: Clock | None = None,
+        finish: str = "answer",
     ):
         self.client = client
         self.model = model
@@ -116,11 +120,16 @@ class AgentLoop:
         self.transcript = transcript
         self.deadline = deadline
         self.clock = clock or Clock()
+        self.finish = finish
+        self.offered_tools = tools_for(finish)
+        self.offered = [tool["function"]["name"] for tool in self.offered_tools]
         self.outcome = LoopOutcome()
 
-    def run(self, system: str, user: str) -> LoopOutcome:
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        self.transcript.event("start", model=self.model.name, system=system, user=user)
+    def run(self, system: str | None, user: str) -> LoopOutcome:
+        """`system` None sends no system message at all."""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
+        messages.append({"role": "user", "content": user})
+        self.transcript.event("start", model=self.model.name, system=system, user=user, finish=self.finish, tools=self.offered)
         try:
             self._converse(messages)
         except LoopFailure as failure:
@@ -142,13 +151,26 @@ class AgentLoop:
             message = self._complete(messages)
             self.outcome.steps += 1
             calls = message.tool_calls or []
-            if not calls:
-                self.outcome.status = SampleStatus.succeeded
-                self.outcome.text = message.content or ""
+            if not calls and self.finish == "answer":
+                self._succeed(message.content or "")
                 return
+            if not calls:
+                messages += [{"role": "assistant", "content": message.content or ""}, {"role": "user", "content": NUDGE}]
+                self.transcript.event("nudge", content=NUDGE)
+                continue
             messages.append(assistant_message(message))
-            for call in calls:
-                messages.append(self._run_tool(call))
+            for index, call in enumerate(calls):
+                parsed = parse_call(call.function.name, call.function.arguments, self.offered)
+                if parsed.name == "submit" and not parsed.problem:
+                    self.transcript.event("submit", id=call.id, answer=parsed.argument, repaired_arguments=parsed.repaired,
+                                          ignored=[later.id for later in calls[index + 1 :]])
+                    self._succeed(parsed.argument)
+                    return
+                messages.append(self._run_tool(call, parsed))
+
+    def _succeed(self, text: str) -> None:
+        self.outcome.status = SampleStatus.succeeded
+        self.outcome.text = text
 
     def _remaining(self) -> float:
         remaining = self.deadline - self.clock.now()
@@ -170,7 +192,7 @@ class AgentLoop:
         raise AssertionError("unreachable: the last retry raises")
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        request: dict[str, Any] = {"model": self.model.name, "messages": messages, "tools": TOOLS}
+        request: dict[str, Any] = {"model": self.model.name, "messages": messages, "tools": self.offered_tools}
         if self.model.temperature is not None:
             request["temperature"] = self.model.temperature
         if self.model.max_tokens is not None:
@@ -209,8 +231,7 @@ class AgentLoop:
         )
         return message
 
-    def _run_tool(self, call) -> dict[str, Any]:
-        parsed = parse_call(call.function.name, call.function.arguments)
+    def _run_tool(self, call, parsed: ParsedCall) -> dict[str, Any]:
         content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
         self.transcript.event(
             "tool_result", id=call.id, name=parsed.name, content=content, rejected=bool(parsed.problem),
