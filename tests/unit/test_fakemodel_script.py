@@ -136,6 +136,38 @@ def test_final_answer_summarises():
     assert script.plan(messages).step == "answer"
 
 
+SUBMIT_OFFERED = [{"type": "function", "function": {"name": name}} for name in ("bash", "python_exec", "submit")]
+
+
+def test_offered_submit_tool_is_recognised():
+    assert script.offers_tool(SUBMIT_OFFERED, "submit")
+    assert not script.offers_tool(SUBMIT_OFFERED[:2], "submit")
+    assert not script.offers_tool([None, {"function": "submit"}, {"name": "submit"}], "submit")
+    assert not script.offers_tool(None, "submit")
+
+
+def test_final_answer_goes_through_submit_when_offered():
+    messages = start(NASTY)
+    reply(messages, listing_output(NASTY))
+    reply(messages, sizes_output({p: 1 for p in NASTY}))
+    reply(messages, wrote_output())
+    turn = script.plan(messages, submit=True)
+    assert (turn.step, turn.tool, turn.text) == ("answer", "submit", "")
+    final = script.render_message(turn)
+    assert final["tool_calls"][0]["function"]["name"] == "submit" and final["tool_calls"][0]["id"].startswith("call_fm_answer_0_ok_")
+    assert arguments(final) == {"answer": "Inventoried 3 reference files into reference_inventory.md."}
+    assert script.plan(messages, submit=True).step == "answer" and script.plan(messages[:-2], submit=True).tool == "python_exec"
+
+
+def test_a_refused_submit_is_made_again():
+    messages = start(None)
+    reply(messages, wrote_output())
+    refused = script.render_message(script.plan(messages, submit=True), "malformed")
+    messages += [refused, {"role": "tool", "tool_call_id": refused["tool_calls"][0]["id"], "content": "error: not valid JSON"}]
+    turn = script.plan(messages, submit=True)
+    assert (turn.step, turn.attempt, turn.tool) == ("answer", 1, "submit")
+
+
 def test_task_without_references_writes_then_answers(tmp_path: Path):
     messages = start(None)
     first = script.next_message(messages)

@@ -10,7 +10,8 @@ Script, for one task:
                    cache of every task's files, too long for the tool's output cap;
   2. ``sizes``  - python_exec: print the size of each listed file as JSON (skipped likewise);
   3. ``write``  - python_exec: write ``deliverable_files/reference_inventory.md``;
-  4. ``answer`` - plain text, no tool call.
+  4. ``answer`` - plain text, no tool call; or, when the request offers a ``submit`` tool, the same
+                   text as submit's answer.
 A step whose tool result is missing or unparsable is issued again, up to
 ``MAX_FAILED_ATTEMPTS`` times, then the model gives up with a text answer.
 """
@@ -23,7 +24,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 DELIVERABLE_NAME = "reference_inventory.md"
@@ -34,6 +35,7 @@ HTTP_FAULTS = ("429", "500", "slow", "context_length")
 CONTENT_FAULTS = ("malformed", "unknown_tool")
 FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
 UNKNOWN_TOOL_NAME = "fake_unknown_tool"
+SUBMIT_TOOL = "submit"
 
 LIST_BEGIN = "FAKEMODEL-LIST-BEGIN"
 LIST_END = "FAKEMODEL-LIST-END"
@@ -308,8 +310,23 @@ def _last_parsed(calls: list[Call], step: str, parse: Callable[[str], Any]) -> A
     return None
 
 
-def plan(messages: list[dict[str, Any]], hostile: bool = False) -> Plan:
-    """Decide the next turn from the conversation so far."""
+def offers_tool(tools: Any, name: str) -> bool:
+    """Whether a request's ``tools`` list has a function tool of this name."""
+    return isinstance(tools, list) and any(
+        isinstance(tool, dict) and isinstance(tool.get("function"), dict) and tool["function"].get("name") == name
+        for tool in tools
+    )
+
+
+def plan(messages: list[dict[str, Any]], hostile: bool = False, submit: bool = False) -> Plan:
+    """Decide the next turn from the conversation so far; with ``submit`` the answer is a submit call."""
+    turn = _plan(messages, hostile)
+    if submit and turn.step == "answer":
+        return replace(turn, tool=SUBMIT_TOOL, arguments={"answer": turn.text}, text="")
+    return turn
+
+
+def _plan(messages: list[dict[str, Any]], hostile: bool) -> Plan:
     info = parse_prompt(first_user_text(messages))
     calls = find_calls(messages)
     sizes: dict[str, int | None] | None = {}

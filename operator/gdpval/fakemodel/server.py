@@ -279,7 +279,8 @@ class FakeModel:
 
     def _complete(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
         messages = body["messages"]
-        turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)))
+        submit = script.offers_tool(body.get("tools"), script.SUBMIT_TOOL)
+        turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)), submit=submit)
         digest = request_hash(body)
         fault = self._fire(script.decide_fault(faults, self.config.seed, turn), digest, turn)
         delay = self.config.latency
