@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-
 from pydantic import ValidationError
+from rich.console import Console
 
 from gdpval import contract
 from gdpval.controller.entry import operator_command

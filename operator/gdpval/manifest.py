@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field, model_validator
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.settings import RunSettings
 
-
 FORMAT = 2
 _MIB = 1024 * 1024
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate (a model's JSON reply may carry one) becomes U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+ModelText = Annotated[str, AfterValidator(storable)]
 
 
 class SampleStatus(StrEnum):
@@ -61,8 +73,8 @@ class SampleResult(BaseModel):
     attempt: int = 1
     status: SampleStatus
     error_kind: ErrorKind | None = None
-    error: str = ""
-    deliverable_text: str = ""
+    error: ModelText = ""  # may quote the model or its API
+    deliverable_text: ModelText = ""
     deliverable_files: list[str] = Field(default_factory=list)  # relative to deliverable_files/
     refused_files: list[RefusedFile] = Field(default_factory=list)
     renamed_files: list[RenamedFile] = Field(default_factory=list)
@@ -89,11 +101,7 @@ class SampleResult(BaseModel):
 
 
 class SampleCounts(BaseModel):
-    """Samples of a run by where they stand: one shape for the CR status, the package info and the live tally.
-
-    `succeeded + failed + missing` is every finished or abandoned sample; `ready` counts the
-    submission-ready ones among them (a failed sample that left a file is ready).
-    """
+    """Samples of a run by where they stand: the shape of the CR status, the package info and the live tallies."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -102,10 +110,19 @@ class SampleCounts(BaseModel):
     running: int = 0
     succeeded: int = 0
     failed: int = 0
-    missing: int = 0
     retried: int = 0
-    ready: int = 0
 
     @property
     def done(self) -> int:
         return self.succeeded + self.failed
+
+
+class Tally(SampleCounts):
+    """Counts plus what the samples spent so far: the live figures of a run (operator pass, local progress)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    api_errors: int = 0
+
+    def counts(self) -> SampleCounts:
+        return SampleCounts.model_validate(self.model_dump(include=set(SampleCounts.model_fields)))

@@ -59,7 +59,7 @@ def test_samples_probes_and_rebuild(storage):
 def test_submission_info(storage):
     with pytest.raises(NotFound):
         s3io.read_submission(storage, "r")
-    storage.put_text(f"{layout.submission('r')}/repeat-0/submission_info.json", json.dumps({"submission_ready": 1.0, "counts": {"total": 3}}))
-    storage.put_text(f"{layout.submission('r')}/repeat-1/submission_info.json", json.dumps({"submission_ready": 0.0, "counts": {"total": 1}}))
+    storage.put_text(f"{layout.submission('r')}/repeat-0/submission_info.json", json.dumps({"submission_ready": 1.0, "completed": 1.0, "counts": {"total": 3}}))
+    storage.put_text(f"{layout.submission('r')}/repeat-1/submission_info.json", json.dumps({"submission_ready": 1.0, "completed": 0.0, "counts": {"total": 1}}))
     sub = s3io.read_submission(storage, "r")
-    assert sub.uri.endswith("/pre/runs/r/submission") and sub.ready_rate == 0.75
+    assert sub.uri.endswith("/pre/runs/r/submission") and (sub.ready_rate, sub.completed_rate) == (1.0, 0.75)

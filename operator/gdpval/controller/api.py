@@ -7,11 +7,11 @@ keys in `json_schema_extra`), so a bad spec is refused at `kubectl apply` instea
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, Field
 
+from gdpval.sample import SampleCounts
 from gdpval.settings import (
     AgentSettings,
     DatasetSettings,
@@ -225,15 +225,6 @@ class Condition(SettingsModel):
     observed_generation: int = 0
 
 
-class SampleCounts(SettingsModel):
-    total: int = 0
-    pending: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    retried: int = 0
-
-
 class Tokens(SettingsModel):
     input: int = 0
     output: int = 0
@@ -252,7 +243,10 @@ class GdpvalRunStatus(SettingsModel):
     completion_time: str | None = None
     dataset_revision: str | None = None
     submission_uri: str | None = Field(default=None, alias="submissionURI")
-    submission_ready_rate: float | None = None
+    submission_ready_rate: float | None = Field(
+        default=None, description="Share of samples that left final text or a deliverable file (the benchmark's submission_ready)."
+    )
+    completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -16,7 +16,6 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from gdpval.controller import api
-from gdpval.controller import names as n
 from gdpval.controller.reconcile import Blocker
 
 

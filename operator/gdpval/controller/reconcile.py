@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from pydantic import Field
+
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
 from gdpval.controller.policy import budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, retry_at
+from gdpval.sample import Tally as RunTally
 
 TERMINAL_STATES = ("Succeeded", "Failed")
 RESYNC_SECONDS = 60.0
@@ -51,6 +54,7 @@ class Blocker:
 class Submission:
     uri: str
     ready_rate: float | None = None
+    completed_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,22 +85,10 @@ class Observed:
     submission_error: str = ""
 
 
-@dataclass
-class Tally:
-    total: int = 0
-    pending: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    retried: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    api_errors: int = 0
-    failure_reasons: dict[str, int] = field(default_factory=dict)
+class Tally(RunTally):
+    """A pass's counts, plus why the samples that gave up failed (for the failure-budget message)."""
 
-    @property
-    def done(self) -> int:
-        return self.succeeded + self.failed
+    failure_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 @dataclass

@@ -19,7 +19,6 @@ from gdpval.storage import NotFound, layout, open_storage
 from gdpval.storage.s3 import S3Storage
 
 
-
 def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3Storage:
     """Storage for a run's output with the run's own credentials (not the operator's ambient ones)."""
     storage = open_storage(output, credentials)
@@ -78,4 +77,4 @@ def read_submission(storage: S3Storage, run: str) -> Submission:
     if not keys:
         raise NotFound(f"{storage.url(layout.package_info(root))} does not exist")
     infos = [json.loads(storage.get_text(k)) for k in keys]
-    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos))
+    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"))

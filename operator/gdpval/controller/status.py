@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, SampleCounts, Tokens
+from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
 from gdpval.controller.observe import iso
 from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan
+from gdpval.settings import PINNED_SECTIONS
 
-PINNED = ("model", "dataset", "selection", "agent", "output")
+PINNED = (*PINNED_SECTIONS, "output")
 MAX_MESSAGE = 1024
 
 
@@ -104,9 +105,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
     terminal = plan.state in TERMINAL_STATES
     t = plan.tally
     keep_counts = terminal and prev.state in TERMINAL_STATES
-    counts = prev.samples if keep_counts else SampleCounts(
-        total=t.total, pending=t.pending, running=t.running, succeeded=t.succeeded, failed=t.failed, retried=t.retried
-    )
+    counts = prev.samples if keep_counts else t.counts()
     tokens = prev.tokens if keep_counts else Tokens(input=t.input_tokens, output=t.output_tokens)
     submission = obs.submission if plan.state == "Succeeded" else None
     return GdpvalRunStatus(
@@ -121,6 +120,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         dataset_revision=obs.dataset_revision or prev.dataset_revision,
         submission_uri=submission.uri if submission else prev.submission_uri,
         submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
+        completed_rate=submission.completed_rate if submission else prev.completed_rate,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         conditions=merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation),
     )

@@ -66,9 +66,8 @@ class RunWorker:
 
 def tally_of(status: GdpvalRunStatus) -> Tally:
     """Counts of a finished run, from its status (its ledger is no longer read)."""
-    s = status.samples
     return Tally(
-        total=s.total, pending=s.pending, running=s.running, succeeded=s.succeeded, failed=s.failed, retried=s.retried,
+        **status.samples.model_dump(),
         input_tokens=status.tokens.input, output_tokens=status.tokens.output, api_errors=status.model_api_errors,
     )
 

@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
+from pydantic import Field
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from gdpval import sample
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult, SampleStatus
 
 
-@dataclass
-class Tally:
-    total: int
+class Tally(sample.Tally):
+    """Live counts of `gdpval run`: `skipped` were committed before this invocation, `crashed` will run on resume."""
+
     skipped: int = 0
-    done: int = 0
-    failed: int = 0
     crashed: int = 0
-    running: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    started: float = field(default_factory=time.monotonic)
+    started: float = Field(default_factory=time.monotonic)
 
     def eta(self) -> str:
-        finished = self.done + self.failed + self.crashed
+        finished = self.done + self.crashed
         left = self.total - self.skipped - finished
         if finished == 0 or left <= 0:
             return "-"
@@ -36,7 +32,7 @@ class Tally:
 
     def line(self) -> str:
         return (
-            f"done {self.done + self.skipped}/{self.total}  failed {self.failed}  crashed {self.crashed}  "
+            f"done {self.succeeded + self.skipped}/{self.total}  failed {self.failed}  crashed {self.crashed}  "
             f"running {self.running}  tokens in {self.input_tokens:,} out {self.output_tokens:,}  "
             f"elapsed {time.monotonic() - self.started:.0f}s  ETA {self.eta()}"
         )
@@ -81,8 +77,8 @@ class Progress:
         assert result is not None
         t.input_tokens += result.usage.input_tokens
         t.output_tokens += result.usage.output_tokens
-        if result.status == SampleStatus.succeeded:
-            t.done += 1
+        if result.completed:
+            t.succeeded += 1
         else:
             t.failed += 1
 

@@ -48,6 +48,13 @@ class SubmissionError(GdpvalError):
     """The run cannot be assembled (missing run record or manifest, unreadable results)."""
 
 
+class PackageCounts(SampleCounts):
+    """A package's samples: `missing` have no committed attempt; `ready` are submission-ready."""
+
+    missing: int = 0
+    ready: int = 0
+
+
 class PackageInfo(BaseModel):
     """The content of one package's submission_info.json."""
 
@@ -59,7 +66,7 @@ class PackageInfo(BaseModel):
     repeat: int
     repeats: int
     tasks: int
-    counts: SampleCounts
+    counts: PackageCounts
     submission_ready: float
     completed: float
     submission_ready_definition: str = READY_DEFINITION
@@ -74,7 +81,7 @@ class SubmissionInfo(BaseModel):
     run_name: str
     uri: str
     results_uri: str
-    counts: SampleCounts
+    counts: PackageCounts
     submission_ready: float
     completed: float
     packages: list[PackageInfo]
@@ -241,9 +248,9 @@ class _Builder:
         self.written.add(key)
 
 
-def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> SampleCounts:
+def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> PackageCounts:
     outcomes = [results.get(e.sample.sample_id) for e in entries]
-    return SampleCounts(
+    return PackageCounts(
         total=len(entries),
         succeeded=sum(1 for r in outcomes if r is not None and r.completed),
         failed=sum(1 for r in outcomes if r is not None and not r.completed),
@@ -252,7 +259,7 @@ def _counts(entries: list[ManifestEntry], results: dict[str, SampleResult]) -> S
     )
 
 
-def _share(part: int, counts: SampleCounts) -> float:
+def _share(part: int, counts: PackageCounts) -> float:
     return round(part / counts.total, 4) if counts.total else 0.0
 
 
