@@ -9,7 +9,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, cast, get_args
 
 import typer
 from pydantic import ValidationError
@@ -123,11 +123,13 @@ def run(
     from gdpval.runner.local import LocalOptions, LocalRunner, pending
     from gdpval.runner.prepare import load_and_plan, save_or_resume
     from gdpval.runner.progress import Progress, Tally
+    from gdpval.sandbox.local import Isolation
     from gdpval.storage import layout
     from gdpval.submission.build import build_submission
 
-    if isolation not in ("auto", "bwrap", "none"):
+    if isolation not in get_args(Isolation):
         raise GdpvalError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    mode = cast(Isolation, isolation)
     given = given_settings(ctx, options)
     if not run_name and ("model", "name") not in given:
         raise GdpvalError("--model is required (with --run-name alone, an existing run resumes)")
@@ -145,7 +147,7 @@ def run(
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
     try:
         with Progress(tally, out) as progress:
-            runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, isolation, retry_failed), progress.event)
+            runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, mode, retry_failed), progress.event)
             runner.run(todo)
     except KeyboardInterrupt:
         err.print("interrupted: committed samples are kept; run the same command again to resume")

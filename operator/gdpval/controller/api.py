@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict, JsonValue
 
 from gdpval.sample import SampleCounts
 from gdpval.settings import (
@@ -38,28 +39,31 @@ PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 CleanupPolicy = Literal["Delete", "KeepFailed", "Keep"]
 
 
-def _cel(rule: str, message: str, **extra: str) -> dict[str, str]:
+def _cel(rule: str, message: str, **extra: str) -> JsonDict:
     return {"rule": rule, "message": message, **extra}
 
 
-def immutable(path: str) -> dict[str, Any]:
+def _keeps_value(path: str) -> JsonDict:
     """A transition rule: the field keeps its value after creation (one run, one setup)."""
-    return {"x-kubernetes-validations": [_cel("self == oldSelf", f"{path} is immutable: create a new GdpvalRun to change it")]}
+    return _cel("self == oldSelf", f"{path} is immutable: create a new GdpvalRun to change it")
 
 
-PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+def immutable(path: str) -> JsonDict:
+    return {"x-kubernetes-validations": [_keeps_value(path)]}
 
 
-def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
+PRESERVE: JsonDict = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def defaults_of(model: type[BaseModel]) -> JsonDict:
     """The full default object: the API server checks CEL rules against it before nested defaults apply."""
     return _drop_empty(model().model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def pinned(model: type[BaseModel], name: str, *rules: dict[str, str]) -> dict[str, Any]:
+def pinned(model: type[BaseModel], name: str, *rules: JsonDict) -> JsonDict:
     """Schema extras of a run-settings section: its full default, fixed once the run starts, plus `rules`."""
-    extra = {"default": defaults_of(model), **immutable(f"spec.{name}")}
-    extra["x-kubernetes-validations"] = [*extra["x-kubernetes-validations"], *rules]
-    return extra
+    validations: list[JsonValue] = [_keeps_value(f"spec.{name}"), *rules]
+    return {"default": defaults_of(model), "x-kubernetes-validations": validations}
 
 
 def _drop_empty(value: Any) -> Any:
@@ -124,7 +128,7 @@ class S3Credentials(SettingsModel):
     secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", min_length=1, max_length=253, description="Key of the secret access key.")
 
 
-S3_URL = {
+S3_URL: JsonDict = {
     "x-kubernetes-validations": [
         _cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")
     ]
@@ -169,7 +173,7 @@ class PodOverrides(SettingsModel):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": defaults_of(ResourcesSpec)})
 
 
-FAILURE_BUDGET_RULE = _cel(
+FAILURE_BUDGET_RULE: JsonDict = _cel(
     "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",
     "failureBudget must be a count >= 0 or a percentage such as '10%'",
 )

@@ -224,7 +224,7 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
         ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
         res.agent, env=agent_env, volumeMounts=[workspace, refs_ro, scratch],
     )
-    volumes = [{"name": v, "emptyDir": {}} for v in ("workspace", "references", "scratch")]
+    volumes: list[dict[str, Any]] = [{"name": v, "emptyDir": {}} for v in ("workspace", "references", "scratch")]
     spec = _pod_spec(ctx, [agent], volumes, sample=True)
     spec["initContainers"] = [stage, sandbox]
     deadline = pod_deadline(ctx.spec)

@@ -65,8 +65,9 @@ def build_registry(controller: Controller, metrics_port: int | None) -> kopf.Ope
         controller.on_child(labels)
 
     @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, id="run_event", registry=registry)
-    async def run_event(type: str | None, body: kopf.Body, gdpval_pods: kopf.Index, gdpval_jobs: kopf.Index, **_: Any) -> None:
-        controller.pods_index, controller.jobs_index = gdpval_pods, gdpval_jobs
+    async def run_event(type: str, body: kopf.Body, **indexes: Any) -> None:
+        """kopf passes every index by name; ours are gdpval_pods and gdpval_jobs."""
+        controller.pods_index, controller.jobs_index = indexes["gdpval_pods"], indexes["gdpval_jobs"]
         controller.on_run(type, body)
 
     @kopf.on.login(registry=registry)

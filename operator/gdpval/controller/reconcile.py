@@ -241,7 +241,7 @@ def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
     """A pod the API refused is not asked for again until the retry delay is over."""
     refused = obs.create_failures.get(sample)
     ready = create_retry_at(refused, obs.now)
-    if ready is None:
+    if ready is None or refused is None:
         return False
     plan.wake_at.append(ready)
     plan.waiting.append(f"{sample}: pod creation failed: {refused[1]}")
@@ -316,7 +316,7 @@ def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
     if job is None and obs.spec.suspend:
         plan.state, plan.reason, plan.message = "Suspended", "Suspended", "suspended before the prepare Job started"
         return
-    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_PREPARE, can_start):
+    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_PREPARE, can_start) or job is None:
         return
     if job.succeeded and obs.manifest_error:
         plan.reason, plan.message = "ManifestUnreadable", obs.manifest_error
@@ -360,7 +360,7 @@ def _job_pod_message(obs: Observed, component: str) -> str:
 def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
     job = obs.jobs.get(n.COMPONENT_ASSEMBLE)
     plan.state = "Assembling"
-    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_ASSEMBLE, can_start):
+    if _job_missing_or_failed(obs, plan, job, n.COMPONENT_ASSEMBLE, can_start) or job is None:
         return
     if job.succeeded and obs.submission is not None:
         plan.state, plan.reason = "Succeeded", "SubmissionReady"

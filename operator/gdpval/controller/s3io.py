@@ -15,7 +15,7 @@ from gdpval.controller.reconcile import Probe, Submission
 from gdpval.manifest import RunRecord, load_manifest
 from gdpval.runner.state import progress_from_keys
 from gdpval.sample import SampleResult
-from gdpval.storage import NotFound, layout, open_storage
+from gdpval.storage import NotFound, Storage, layout, open_storage
 from gdpval.storage.s3 import S3Storage
 
 
@@ -26,18 +26,18 @@ def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3
     return storage
 
 
-def load_samples(storage: S3Storage, run: str) -> tuple[tuple[str, ...], str]:
+def load_samples(storage: Storage, run: str) -> tuple[tuple[str, ...], str]:
     """Sample ids in manifest order and the pinned dataset revision."""
     record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
     entries = load_manifest(storage.get_text(layout.manifest(run)))
     return tuple(e.sample.sample_id for e in entries), record.dataset.revision
 
 
-def is_prepared(storage: S3Storage, run: str) -> bool:
+def is_prepared(storage: Storage, run: str) -> bool:
     return storage.exists(layout.run_json(run)) and storage.exists(layout.manifest(run))
 
 
-def read_committed(storage: S3Storage, run: str, sample: str, attempt: int) -> Committed | None:
+def read_committed(storage: Storage, run: str, sample: str, attempt: int) -> Committed | None:
     try:
         text = storage.get_text(layout.result(run, sample, attempt))
     except NotFound:
@@ -45,13 +45,13 @@ def read_committed(storage: S3Storage, run: str, sample: str, attempt: int) -> C
     return Committed.of(SampleResult.model_validate_json(text))
 
 
-def probe(storage: S3Storage, run: str, sample: str, attempt: int, pod_exists: bool) -> Probe:
+def probe(storage: Storage, run: str, sample: str, attempt: int, pod_exists: bool) -> Probe:
     committed = read_committed(storage, run, sample, attempt)
     has_files = committed is not None or next(iter(storage.list(layout.attempt_root(run, sample, attempt))), None) is not None
     return Probe(committed=committed, has_files=has_files, pod_exists=pod_exists)
 
 
-def rebuild_ledger(storage: S3Storage, run: str, now: float) -> Ledger:
+def rebuild_ledger(storage: Storage, run: str, now: float) -> Ledger:
     """The ledger from S3 alone, for a run whose ConfigMap is gone (deleted, or a recreated run)."""
     progress = progress_from_keys(storage.list(layout.samples(run)))
     results = {}
@@ -70,7 +70,7 @@ def ready_rate(infos: list[Mapping], figure: str = "submission_ready") -> float 
     return round(sum(r * w for r, w in weighted) / total, 4) if total else None
 
 
-def read_submission(storage: S3Storage, run: str) -> Submission:
+def read_submission(storage: Storage, run: str) -> Submission:
     """The submission URI and ready rate from the packages' submission_info.json (written last)."""
     root = layout.submission(run)
     keys = [k for k in storage.list(root) if k.endswith(f"/{layout.SUBMISSION_INFO}")]

@@ -23,7 +23,7 @@ from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit
 from gdpval.runner.state import progress_from_keys
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
-from gdpval.sandbox.local import LocalSandbox
+from gdpval.sandbox.local import Isolation, LocalSandbox
 from gdpval.storage import Storage, layout
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class LocalOptions:
     concurrency: int = 4
-    isolation: str = "auto"
+    isolation: Isolation = "auto"
     retry_failed: bool = False
     workdir: Path | None = None
 

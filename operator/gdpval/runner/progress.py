@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from pydantic import Field
 from rich.console import Console
@@ -52,7 +53,7 @@ class Progress:
             self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self.live:
             self.live.update(Text(self.tally.line()))
             self.live.__exit__(*exc)

@@ -225,7 +225,7 @@ class _Builder:
         self, entry: ManifestEntry, result: SampleResult | None, prefix: str, warnings: list[str]
     ) -> SampleResult | None:
         """Copy a submission-ready sample's files into the package; unsafe names are left out and reported."""
-        if not ready(result):
+        if result is None or not result.ready:
             return result
         sample = entry.sample.sample_id
         source = layout.deliverables(self.record.run_name, sample, self.attempts[sample].attempt)
