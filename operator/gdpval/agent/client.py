@@ -9,6 +9,8 @@ import openai
 from gdpval.errors import GdpvalError
 
 PLACEHOLDER_KEY = "not-needed"  # local servers often accept any key; the client insists on one
+PREFLIGHT_TIMEOUT_S = 15.0
+BODY_SHOWN = 200  # characters of an error body quoted back
 
 
 def make_client(base_url: str | None, api_key: str | None = None) -> openai.OpenAI:
@@ -20,18 +22,60 @@ def make_client(base_url: str | None, api_key: str | None = None) -> openai.Open
     )
 
 
-def preflight(client: openai.OpenAI, model: str) -> None:
-    """List models once: an unreachable endpoint or a rejected key fails here, not in every sample."""
+def preflight(client: openai.OpenAI, model: str, timeout: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """List models once: an unreachable, stuck or failing endpoint or a rejected key fails here, not in
+    every sample, with what actually happened."""
     where = str(client.base_url)
     try:
-        listed = [m.id for m in client.with_options(timeout=15, max_retries=1).models.list()]
+        listed = [m.id for m in client.with_options(timeout=timeout, max_retries=1).models.list()]
     except openai.AuthenticationError:
         raise GdpvalError(f"the model endpoint {where} rejected the API key (401): set OPENAI_API_KEY to a valid key") from None
     except openai.PermissionDeniedError:
         raise GdpvalError(f"the model endpoint {where} refused access (403): check the API key's permissions") from None
-    except openai.APIConnectionError:
-        raise GdpvalError(f"cannot reach the model endpoint {where}: check --base-url and that the server is running") from None
-    except openai.APIStatusError:
-        return  # some OpenAI-compatible servers have no /models; the first sample will tell
+    except openai.APITimeoutError as exc:
+        raise GdpvalError(f"the model endpoint {where} {_timed_out(exc, timeout)}: is the server overloaded or stuck?") from None
+    except openai.APIConnectionError as exc:
+        raise GdpvalError(
+            f"cannot reach the model endpoint {where} ({_connection_problem(exc)}): check --base-url and that the server is running"
+        ) from None
+    except openai.APIStatusError as exc:
+        if exc.status_code < 500:
+            return  # some OpenAI-compatible servers have no /models; the first sample will tell
+        raise GdpvalError(
+            f"the model endpoint {where} is up but answered HTTP {exc.status_code} ({_short_body(exc.response.text)}): "
+            "wait until it is ready (still loading a model?) or check its log"
+        ) from None
     if listed and model not in listed:
         raise GdpvalError(f"model {model!r} is not served at {where}; it offers: {', '.join(sorted(listed)[:20])}")
+
+
+def _causes(exc: BaseException):
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
+def _timed_out(exc: openai.APITimeoutError, timeout: float) -> str:
+    """Whether the connection or the answer did not come (the client tries twice)."""
+    if any(type(cause).__name__ == "ConnectTimeout" for cause in _causes(exc)):
+        return f"did not accept a connection: timed out after {timeout:g} s, twice"
+    return f"accepted the connection but did not answer: timed out after {timeout:g} s, twice"
+
+
+def _connection_problem(exc: openai.APIConnectionError) -> str:
+    """'connection refused', else the innermost cause the HTTP library gave."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return "connection refused"
+    return str(causes[-1]) or type(causes[-1]).__name__
+
+
+def _short_body(text: str) -> str:
+    """The body on one line, cut to BODY_SHOWN characters."""
+    flat = " ".join(text.split())
+    if not flat:
+        return "empty body"
+    return flat if len(flat) <= BODY_SHOWN else flat[: BODY_SHOWN - 1] + "…"
