@@ -20,7 +20,7 @@ import openai
 from gdpval.agent.prompt import NUDGE
 from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
-from gdpval.sample import ErrorKind, SampleStatus, Usage
+from gdpval.sample import ErrorKind, SampleStatus, Usage, storable
 from gdpval.settings import AgentSettings, ModelSettings
 
 MAX_API_RETRIES = 8
@@ -237,7 +237,7 @@ class AgentLoop:
             "tool_result", id=call.id, name=parsed.name, content=content, rejected=bool(parsed.problem),
             repaired_arguments=parsed.repaired, timeout_requested=parsed.timeout, timeout_applied=timeout,
         )
-        return {"role": "tool", "tool_call_id": call.id, "content": content}
+        return {"role": "tool", "tool_call_id": storable(call.id), "content": storable(content)}
 
     def _execute(self, parsed: ParsedCall) -> tuple[str, float]:
         """The tool's rendered result and the timeout it ran under."""
@@ -260,12 +260,14 @@ class AgentLoop:
 
 
 def assistant_message(message) -> dict[str, Any]:
-    """The assistant turn as plain JSON, with exactly the tool calls the model made."""
+    """The assistant turn as plain JSON, with exactly the tool calls the model made (a lone surrogate,
+    which no request body can carry, as U+FFFD)."""
     return {
         "role": "assistant",
-        "content": message.content or "",
+        "content": storable(message.content or ""),
         "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {"id": storable(c.id), "type": "function",
+             "function": {"name": storable(c.function.name), "arguments": storable(c.function.arguments)}}
             for c in message.tool_calls
         ],
     }

@@ -14,7 +14,7 @@ class Transcript:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")
+        self._file = open(path, "a", encoding="utf-8", errors="backslashreplace")
 
     def event(self, kind: str, **fields: Any) -> None:
         line = {"t": round(time.time(), 3), "event": kind, **fields}
