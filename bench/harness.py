@@ -61,14 +61,39 @@ def full_run(dataset: Path, base_url: str, concurrency: int) -> dict[str, float]
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         subprocess.run(
-            [str(Path(sys.executable).with_name("gdpval")), "run", "--dataset", str(dataset), "--model", "scripted",
-             "--base-url", base_url, "--output", out, "--run-name", "bench", "--concurrency", str(concurrency)],
-            check=True, capture_output=True,
+            [
+                str(Path(sys.executable).with_name("gdpval")),
+                "run",
+                "--dataset",
+                str(dataset),
+                "--model",
+                "scripted",
+                "--base-url",
+                base_url,
+                "--output",
+                out,
+                "--run-name",
+                "bench",
+                "--concurrency",
+                str(concurrency),
+            ],
+            check=True,
+            capture_output=True,
         )
         wall = time.perf_counter() - start
-        results = json.loads(subprocess.run(
-            [sys.executable, "-c", "import pyarrow.parquet as pq,json,sys;print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
-             f"{out}/runs/bench/results.parquet"], check=True, capture_output=True, text=True).stdout)
+        results = json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import pyarrow.parquet as pq,json,sys;print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
+                    f"{out}/runs/bench/results.parquet",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
     return {"wall_s": wall, "samples": len(results), "mean_sample_s": statistics.fmean(r["duration_s"] for r in results)}
 
 

@@ -26,8 +26,7 @@ _TEARDOWN_MARK = "cluster_teardown"
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", f"{_TEARDOWN_MARK}: stops the shared cluster; runs after every other test")
+    config.addinivalue_line("markers", f"{_TEARDOWN_MARK}: stops the shared cluster; runs after every other test")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -44,7 +44,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def add(self, other: "Usage") -> "Usage":
+    def add(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

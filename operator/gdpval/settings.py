@@ -47,7 +47,10 @@ class ModelSettings(SettingsModel):
 
     name: Annotated[str, Flag(("--model",))] = Field(min_length=1, max_length=256, description="Model name sent to the endpoint.")
     base_url: Annotated[str | None, Flag(("--base-url",))] = Field(
-        default=None, alias="baseURL", max_length=2048, pattern=HTTP_URL,
+        default=None,
+        alias="baseURL",
+        max_length=2048,
+        pattern=HTTP_URL,
         description="OpenAI-compatible base URL (http:// or https://); empty means OPENAI_BASE_URL or the OpenAI API.",
     )
     temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature; empty leaves the endpoint's default.")
@@ -61,7 +64,9 @@ class DatasetSettings(SettingsModel):
     """Where the GDPval tasks come from; the run pins the revision it resolved."""
 
     id: Annotated[str, Flag(("--dataset",))] = Field(
-        default=DEFAULT_DATASET, min_length=1, max_length=1024,
+        default=DEFAULT_DATASET,
+        min_length=1,
+        max_length=1024,
         description="ModelScope dataset id, an s3://bucket/prefix in the Hugging Face layout, or (local runs) a folder in that layout.",
     )
     revision: str | None = Field(default=None, max_length=256, description="Dataset revision to pin; empty means the latest (a resumed run keeps its own).")
@@ -102,7 +107,9 @@ class AgentSettings(SettingsModel):
         default=600, ge=1, le=86400, description="Longest timeout a model may ask for in a tool call's `timeout` argument."
     )
     sample_deadline_seconds: Annotated[int | None, Flag(("--sample-deadline",))] = Field(
-        default=7200, ge=1, le=7 * 86400,
+        default=7200,
+        ge=1,
+        le=7 * 86400,
         description="Wall-clock seconds of one sample attempt (model calls and tools); on Kubernetes the pod gets a few minutes more to upload.",
     )
 
@@ -111,11 +118,13 @@ class PromptSettings(SettingsModel):
     """What the model is told and how a sample ends: the conventions of a harness, to reproduce another one's."""
 
     system: Annotated[str, Flag(("--system-prompt",), text_file=True)] = Field(
-        default="default", max_length=65536,
+        default="default",
+        max_length=65536,
         description="System prompt: 'default' (ours), 'none', or the text itself (on the command line, @FILE reads it from a file).",
     )
     template: Annotated[str, Flag(("--prompt-template",), text_file=True)] = Field(
-        default="default", max_length=65536,
+        default="default",
+        max_length=65536,
         description="User message: 'default', or a template with {prompt}, {references}, {workspace} and {deliverables} (@FILE reads a file).",
     )
     finish: Annotated[Literal["answer", "submit"], Flag(("--finish",))] = Field(
@@ -162,9 +171,7 @@ class DeliverableSettings(SettingsModel):
     max_file_mib: Annotated[int, Flag(("--max-deliverable-mb",))] = Field(
         default=200, ge=1, le=100_000, alias="maxFileMiB", description="Largest deliverable file kept, in MiB; larger ones are refused and listed."
     )
-    max_files: Annotated[int, Flag(("--max-deliverable-files",))] = Field(
-        default=200, ge=1, le=100_000, description="Most deliverable files kept per sample."
-    )
+    max_files: Annotated[int, Flag(("--max-deliverable-files",))] = Field(default=200, ge=1, le=100_000, description="Most deliverable files kept per sample.")
 
     @property
     def max_file_bytes(self) -> int:
@@ -178,7 +185,9 @@ class OutputSettings(SettingsModel):
         default="./gdpval-output", min_length=1, max_length=1024, description="Where artifacts go: s3://bucket/prefix, or (local runs) a folder."
     )
     endpoint: Annotated[str | None, Flag(("--s3-endpoint",))] = Field(
-        default=None, max_length=2048, pattern=HTTP_URL,
+        default=None,
+        max_length=2048,
+        pattern=HTTP_URL,
         description="S3-compatible endpoint URL (path-style addressing); empty means AWS_ENDPOINT_URL or AWS S3.",
     )
     region: Annotated[str | None, Flag(("--s3-region",))] = Field(default=None, max_length=64, description="S3 region; empty means AWS_REGION or us-east-1.")
@@ -204,7 +213,7 @@ class RunSettings(SettingsModel):
         return self.model_dump(mode="json", by_alias=True)
 
     @classmethod
-    def of(cls, spec: BaseModel) -> "RunSettings":
+    def of(cls, spec: BaseModel) -> RunSettings:
         """The run settings inside a larger model (a GdpvalRun spec): cluster-only fields drop out."""
         return cls.model_validate(spec.model_dump(mode="json", by_alias=True))
 
@@ -267,8 +276,19 @@ def flag_specs(model: type[SettingsModel] = RunSettings, prefix: Path_ = ()) -> 
         flag = next((m for m in info.metadata if isinstance(m, Flag)), Flag((f"--{name.replace('_', '-')}",)))
         kind, multiple, choices = _leaf_kind(info.annotation)
         default = None if info.is_required() else info.get_default(call_default_factory=True)
-        specs.append(FlagSpec((*prefix, name), flag.names, str if flag.json else kind, default or None if multiple else default,
-                              info.description or "", multiple, flag.json, flag.text_file, choices))
+        specs.append(
+            FlagSpec(
+                (*prefix, name),
+                flag.names,
+                str if flag.json else kind,
+                default or None if multiple else default,
+                info.description or "",
+                multiple,
+                flag.json,
+                flag.text_file,
+                choices,
+            )
+        )
     return specs
 
 
@@ -313,11 +333,7 @@ class Change:
 def pinned_changes(stored: RunSettings, wanted: RunSettings) -> list[Change]:
     """Pinned settings that differ between a stored run and what is asked now."""
     old, new = leaves(stored), leaves(wanted)
-    return [
-        Change(path, old[path], new[path])
-        for path in old
-        if path[0] in PINNED_SECTIONS and path not in UNPINNED and old[path] != new[path]
-    ]
+    return [Change(path, old[path], new[path]) for path in old if path[0] in PINNED_SECTIONS and path not in UNPINNED and old[path] != new[path]]
 
 
 def resume_settings(stored: RunSettings, given: dict[Path_, Any]) -> tuple[RunSettings, list[Change]]:

@@ -93,13 +93,21 @@ class OperatorProcess:
     proc: subprocess.Popen | None = None
     starts: int = 0
 
-    def start(self) -> "OperatorProcess":
+    def start(self) -> OperatorProcess:
         self.starts += 1
         log = open(self.log_dir / f"operator-{self.starts}.log", "w")
         cmd = [
-            sys.executable, "-m", "gdpval.controller", "--namespace", self.namespace,
-            "--metrics-port", str(self.metrics_port),
-            "--agent-image", self.agent_image, "--sandbox-image", self.sandbox_image,
+            sys.executable,
+            "-m",
+            "gdpval.controller",
+            "--namespace",
+            self.namespace,
+            "--metrics-port",
+            str(self.metrics_port),
+            "--agent-image",
+            self.agent_image,
+            "--sandbox-image",
+            self.sandbox_image,
         ]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig}
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -123,8 +131,9 @@ class OperatorProcess:
         return "\n".join(p.read_text() for p in sorted(self.log_dir.glob("operator-*.log")))
 
 
-def run_manifest(name: str, namespace: str, *, model_url: str, dataset: str, output_url: str, endpoint: str,
-                 images: tuple[str, str], **spec: Any) -> dict[str, Any]:
+def run_manifest(
+    name: str, namespace: str, *, model_url: str, dataset: str, output_url: str, endpoint: str, images: tuple[str, str], **spec: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": {"name": "scripted", "baseURL": model_url},
         "dataset": {"id": dataset},

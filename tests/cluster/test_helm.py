@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from operator_support import Kube, image_ref, result_keys, run_manifest, upload_tree
 
 from gdpval.fakemodel.server import start_background
-from operator_support import Kube, image_ref, result_keys, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -103,13 +103,17 @@ def adopt_crd(kube: Kube, release: str, namespace: str) -> None:
     if kube.run("get", "crd", CRD_NAME, check=False).returncode != 0:
         return
     kube.run("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
-    kube.run("annotate", "crd", CRD_NAME, "--overwrite",
-             f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
+    kube.run("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
 
 
 def restricted_namespace(kube: Kube, name: str) -> None:
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}},
+        }
+    )
 
 
 def operator_pods(kube: Kube) -> list[dict]:
@@ -118,8 +122,7 @@ def operator_pods(kube: Kube) -> list[dict]:
 
 def live(pods: list[dict]) -> list[str]:
     """Pods that can be reconciling: running and not on their way out."""
-    return [p["metadata"]["name"] for p in pods
-            if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    return [p["metadata"]["name"] for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
 
 
 def refused_calls(log: str) -> list[str]:
@@ -147,9 +150,14 @@ def setup(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     namespace = f"gdpval-helm-{secrets.token_hex(3)}"
     kube = Kube(str(cluster.kubeconfig), namespace)
     restricted_namespace(kube, namespace)
-    kube.run("create", "secret", "generic", "s3-credentials",
-             f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
-             f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
+    kube.run(
+        "create",
+        "secret",
+        "generic",
+        "s3-credentials",
+        f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}",
+    )
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
     upload_tree(client, bucket, "dataset", make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset")))
@@ -158,8 +166,9 @@ def setup(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     with start_background(host=cluster.node_ip, port=0, latency=0.4) as model:
         yield kube, helm, bucket, client, cluster_s3.endpoint_url, model.base_url
     for release in (helm.release, HOOK_RELEASE):
-        subprocess.run([helm_binary(), "uninstall", release, "--ignore-not-found", "--kubeconfig", helm.kubeconfig, "-n", namespace],
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [helm_binary(), "uninstall", release, "--ignore-not-found", "--kubeconfig", helm.kubeconfig, "-n", namespace], capture_output=True, timeout=300
+        )
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
@@ -178,12 +187,19 @@ def test_install_run_upgrade_uninstall(setup):
     assert pod["spec"]["containers"][0]["args"][:2] == ["--namespace", ns]
 
     # a run that names no images: the chart's defaults reach the operator.
-    manifest = run_manifest("via-helm", ns, model_url=model_url, dataset=f"s3://{bucket}/dataset",
-                            output_url=f"s3://{bucket}/out", endpoint=endpoint, images=("", ""), parallelism=3)
+    manifest = run_manifest(
+        "via-helm",
+        ns,
+        model_url=model_url,
+        dataset=f"s3://{bucket}/dataset",
+        output_url=f"s3://{bucket}/out",
+        endpoint=endpoint,
+        images=("", ""),
+        parallelism=3,
+    )
     manifest["spec"].pop("images")
     kube.apply(manifest)
-    kube.wait_for(lambda: int((kube.run_status("via-helm").get("progress") or "0/").split("/")[0] or 0) >= 2,
-                  RUN_TIMEOUT, "two samples finished")
+    kube.wait_for(lambda: int((kube.run_status("via-helm").get("progress") or "0/").split("/")[0] or 0) >= 2, RUN_TIMEOUT, "two samples finished")
     sample = (kube.get("pods", selector="gdpval.io/run=via-helm,app.kubernetes.io/component=sample") or {}).get("items", [])
     images = {c["name"]: c["image"] for p in sample for c in p["spec"]["containers"] + p["spec"].get("initContainers", [])}
     if images:
@@ -196,8 +212,10 @@ def test_install_run_upgrade_uninstall(setup):
     watcher = PodWatcher(kube)
     watcher.start()
     try:
-        values = helm.base_values() | {"podAnnotations": {"gdpval.io/upgraded": "yes"}, "resources": {
-            "requests": {"cpu": "60m", "memory": "128Mi"}, "limits": {"memory": "640Mi"}}}
+        values = helm.base_values() | {
+            "podAnnotations": {"gdpval.io/upgraded": "yes"},
+            "resources": {"requests": {"cpu": "60m", "memory": "128Mi"}, "limits": {"memory": "640Mi"}},
+        }
         helm("upgrade", helm.release, str(CHART), "--wait", "--timeout", "5m", values=values)
         (second_pod,) = kube.wait_for(lambda: live(operator_pods(kube)), 120, "the upgraded operator pod")
     finally:
@@ -209,8 +227,7 @@ def test_install_run_upgrade_uninstall(setup):
     assert kube.get("pod", second_pod)["metadata"]["annotations"]["gdpval.io/upgraded"] == "yes"
 
     # the run survives the operator's replacement: every task committed exactly once.
-    done = kube.run("wait", "--for=condition=Succeeded", "gdpvalrun/via-helm", f"--timeout={RUN_TIMEOUT}s",
-                    check=False, timeout=RUN_TIMEOUT + 30)
+    done = kube.run("wait", "--for=condition=Succeeded", "gdpvalrun/via-helm", f"--timeout={RUN_TIMEOUT}s", check=False, timeout=RUN_TIMEOUT + 30)
     assert done.returncode == 0, json.dumps(kube.run_status("via-helm"), indent=1)
     status = kube.run_status("via-helm")
     assert status["progress"] == f"{TASKS}/{TASKS}" and status["samples"]["succeeded"] == TASKS
@@ -222,8 +239,9 @@ def test_install_run_upgrade_uninstall(setup):
 
     # uninstall: nothing of the release stays but the kept CRD; the run deletes at once.
     helm("uninstall", helm.release, "--wait", "--timeout", "5m")
-    leftovers = kube.run("get", "deployment,serviceaccount,role,rolebinding,service,configmap,job",
-                         "-l", f"app.kubernetes.io/instance={helm.release}", "-o", "name").stdout.split()
+    leftovers = kube.run(
+        "get", "deployment,serviceaccount,role,rolebinding,service,configmap,job", "-l", f"app.kubernetes.io/instance={helm.release}", "-o", "name"
+    ).stdout.split()
     assert leftovers == []
     cluster_scoped = kube.run("get", "clusterrole,clusterrolebinding", "-o", "name").stdout.split()
     assert not [n for n in cluster_scoped if f"{ns}-{helm.release}" in n]
@@ -243,8 +261,16 @@ def test_uninstall_hook_releases_finalizers(setup):
     install(kube, hooked, hooked.base_values() | {"uninstall": {"releaseFinalizers": True}})
     kube.wait_for(lambda: live(operator_pods(kube)), 120, "the operator pod running")
     # A finalizer the operator does not add itself (an older build, or another tool) holds the run.
-    manifest = run_manifest("held", ns, model_url=model_url, dataset=f"s3://{bucket}/dataset",
-                            output_url=f"s3://{bucket}/out-held", endpoint=endpoint, images=("", ""), suspend=True)
+    manifest = run_manifest(
+        "held",
+        ns,
+        model_url=model_url,
+        dataset=f"s3://{bucket}/dataset",
+        output_url=f"s3://{bucket}/out-held",
+        endpoint=endpoint,
+        images=("", ""),
+        suspend=True,
+    )
     manifest["spec"].pop("images")
     manifest["metadata"]["finalizers"] = ["gdpval.io/finalizer"]
     kube.apply(manifest)
@@ -253,7 +279,6 @@ def test_uninstall_hook_releases_finalizers(setup):
 
     hooked("uninstall", release, "--wait", "--timeout", "5m")
     kube.wait_for(lambda: kube.get("gdpvalrun", "held") is None, 60, "the held run gone after uninstall")
-    hook_objects = kube.run("get", "job,serviceaccount,configmap,role,rolebinding", "-l",
-                            "app.kubernetes.io/component=uninstall", "-o", "name").stdout.split()
+    hook_objects = kube.run("get", "job,serviceaccount,configmap,role,rolebinding", "-l", "app.kubernetes.io/component=uninstall", "-o", "name").stdout.split()
     assert hook_objects == [], "hook objects are deleted once the hook succeeded"
     assert not live(operator_pods(kube))

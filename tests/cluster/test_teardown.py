@@ -39,11 +39,20 @@ def test_down_restores_the_machine_and_warm_up_is_fast(cluster, cluster_users):
     busy = f"busy-{int(time.time())}"
     try:
         # A pod running during `down` exercises container, netns, veth and cgroup cleanup.
-        cluster.kubectl("-n", "default", "run", busy, "--restart=Never",
-                        f"--image={cluster.images['sandbox-slim']}", "--image-pull-policy=Never",
-                        "--command", "--", "sleep", "600")
-        cluster.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod", busy, "--timeout=120s",
-                        timeout=150)
+        cluster.kubectl(
+            "-n",
+            "default",
+            "run",
+            busy,
+            "--restart=Never",
+            f"--image={cluster.images['sandbox-slim']}",
+            "--image-pull-policy=Never",
+            "--command",
+            "--",
+            "sleep",
+            "600",
+        )
+        cluster.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod", busy, "--timeout=120s", timeout=150)
         baseline = hoststate.Baseline.read(Path(env["STATE"]))
         local_cluster.tear_down()
         assert leftovers(env, baseline) == {}
@@ -58,8 +67,9 @@ def test_down_restores_the_machine_and_warm_up_is_fast(cluster, cluster_users):
     assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
     # The restored cluster runs pods again (sandbox, network, the imported images).
     after = f"after-{busy}"
-    back.kubectl("-n", "default", "run", after, "--restart=Never", f"--image={back.images['sandbox-slim']}",
-                 "--image-pull-policy=Never", "--command", "--", "true")
+    back.kubectl(
+        "-n", "default", "run", after, "--restart=Never", f"--image={back.images['sandbox-slim']}", "--image-pull-policy=Never", "--command", "--", "true"
+    )
     deadline = time.monotonic() + 120
     while back.kubectl("-n", "default", "get", "pod", after, "-o", "jsonpath={.status.phase}").stdout != "Succeeded":
         assert time.monotonic() < deadline, back.kubectl("-n", "default", "describe", "pod", after).stdout

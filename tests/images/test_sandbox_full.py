@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 BUILD = REPO_ROOT / "images" / "sandbox" / "build.sh"
 BUILD_IT = "run images/sandbox/build.sh (hack/setup.sh --test does; 2-5 minutes, see images/sandbox/README.md)"
 
-CHECKS = r'''
+CHECKS = r"""
 import json, os, subprocess, sys, time, traceback
 out = "/out"
 results = {}
@@ -222,11 +222,23 @@ def _():
 
 with open(f"{out}/results.json", "w") as f:
     json.dump(results, f, indent=1, default=str)
-'''
+"""
 
 NAMES = [
-    "identity", "make_docx", "docx_to_pdf_libreoffice", "pdf_page_to_png", "ocr_tesseract", "xlsx", "xls_xlrd",
-    "pptx", "pdf_libraries", "fonts", "charts_matplotlib", "audio_video", "python_stack", "toolserver_starts",
+    "identity",
+    "make_docx",
+    "docx_to_pdf_libreoffice",
+    "pdf_page_to_png",
+    "ocr_tesseract",
+    "xlsx",
+    "xls_xlrd",
+    "pptx",
+    "pdf_libraries",
+    "fonts",
+    "charts_matplotlib",
+    "audio_video",
+    "python_stack",
+    "toolserver_starts",
 ]
 
 
@@ -260,9 +272,24 @@ def results(tmp_path_factory) -> dict:
     proc = subprocess.run(
         # No network: the sandbox must do all of this offline. Explicit, modest rlimits: the ones
         # podman picks by itself are refused on this VM (no CAP_SYS_RESOURCE).
-        [*base, "run", "--rm", "--network=none", "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384",
-         "-v", f"{out}:/out", ref, "python3", "/out/checks.py"],
-        capture_output=True, text=True, timeout=900,
+        [
+            *base,
+            "run",
+            "--rm",
+            "--network=none",
+            "--ulimit",
+            "nofile=16384:16384",
+            "--ulimit",
+            "nproc=16384:16384",
+            "-v",
+            f"{out}:/out",
+            ref,
+            "python3",
+            "/out/checks.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())

@@ -38,10 +38,8 @@ class Cluster:
         """Environment for a subprocess (kubectl, helm, the operator) that talks to this cluster."""
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([self.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args],
-                              input=input, capture_output=True, text=True, timeout=timeout)
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        proc = subprocess.run([self.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args], input=input, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc

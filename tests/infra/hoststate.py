@@ -19,7 +19,7 @@ class Baseline:
     chains: dict[str, set[str]]  # iptables / ip6tables -> chain names
 
     @classmethod
-    def read(cls, state: Path) -> "Baseline":
+    def read(cls, state: Path) -> Baseline:
         sysctls = dict(line.split("=", 1) for line in (state / "sysctl.orig").read_text().splitlines() if line)
         paths = set((state / "paths.orig").read_text().split())
         chains = {t: set((state / f"{t}-chains.orig").read_text().split()) for t in ("iptables", "ip6tables")}
@@ -42,8 +42,13 @@ def mounts(workdir: str) -> list[str]:
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         target = line.split()[4]
-        if (target == workdir or target.startswith(workdir + "/") or "/netns/cni-" in target
-                or target.startswith("/run/containerd") or target.startswith("/var/lib/kubelet")):
+        if (
+            target == workdir
+            or target.startswith(workdir + "/")
+            or "/netns/cni-" in target
+            or target.startswith("/run/containerd")
+            or target.startswith("/var/lib/kubelet")
+        ):
             found.append(target)
     return found
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import secrets
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -54,7 +54,7 @@ class MinioServer:
     def endpoint_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "MinioServer":
+    def start(self, timeout: float = 60.0) -> MinioServer:
         binary = ensure_minio_binary()
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="gdpval-minio-"))
@@ -76,10 +76,22 @@ class MinioServer:
             console = free_port(self.host)
             log = open(self.log_path, "ab")
             self._proc = subprocess.Popen(
-                [str(binary), "server", "--quiet", "--address", f"{self.host}:{self.port}",
-                 "--console-address", f"{self.host}:{console}", str(self.data_dir / "data")],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=die_with_parent,
+                [
+                    str(binary),
+                    "server",
+                    "--quiet",
+                    "--address",
+                    f"{self.host}:{self.port}",
+                    "--console-address",
+                    f"{self.host}:{console}",
+                    str(self.data_dir / "data"),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
             log.close()
             if self._wait_ready(timeout):
@@ -121,7 +133,7 @@ class MinioServer:
             if self.log_path is not None:
                 self.log_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> "MinioServer":
+    def __enter__(self) -> MinioServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -29,12 +29,7 @@ def test_named_bucket(s3):
 def test_s3_env_reaches_server_from_subprocess(s3, s3_env):
     bucket = s3.make_bucket()
     assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint_url
-    code = (
-        "import boto3,sys;"
-        "c=boto3.client('s3');"
-        f"c.put_object(Bucket='{bucket}',Key='k',Body=b'v');"
-        "print([b['Name'] for b in c.list_buckets()['Buckets']])"
-    )
+    code = f"import boto3,sys;c=boto3.client('s3');c.put_object(Bucket='{bucket}',Key='k',Body=b'v');print([b['Name'] for b in c.list_buckets()['Buckets']])"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert bucket in out.stdout
     assert s3.client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"

@@ -8,9 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx2
 import openai
@@ -73,9 +74,7 @@ def run_tool(name: str, raw_arguments: str, workspace: Path) -> str:
     return f"{done.stdout}{done.stderr}\n[exit code {done.returncode}]"
 
 
-def drive(
-    clients: openai.OpenAI | list[openai.OpenAI], user: str, workspace: Path, **extra: Any
-) -> tuple[str, list[dict[str, Any]]]:
+def drive(clients: openai.OpenAI | list[openai.OpenAI], user: str, workspace: Path, **extra: Any) -> tuple[str, list[dict[str, Any]]]:
     """Converse until the model answers without a tool call (turn i uses client i mod n)."""
     clients = clients if isinstance(clients, list) else [clients]
     messages: list[dict[str, Any]] = [{"role": "system", "content": "Work carefully."}, {"role": "user", "content": user}]
@@ -174,9 +173,7 @@ def test_bad_requests_are_openai_shaped(server: FakeModelServer):
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], stream=True)
     assert caught.value.code == "unsupported_parameter"
     with pytest.raises(openai.BadRequestError, match="fake_faults"):
-        client.chat.completions.create(
-            model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_faults": {"teapot": 1}}
-        )
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_faults": {"teapot": 1}})
     raw = httpx2.post(server.base_url + "/chat/completions", content=b"{not json")
     assert raw.status_code == 400 and set(raw.json()["error"]) == {"message", "type", "param", "code"}
     assert httpx2.get(server.base_url + "/chat/completions").status_code == 405
@@ -232,9 +229,7 @@ def test_context_length_is_permanent(server: FakeModelServer, tmp_path: Path):
 def test_slow_response_times_out_once_then_answers(server: FakeModelServer, tmp_path: Path):
     messages, faults = first_request(tmp_path), {"fake_faults": {"slow": 1.0}}
     with pytest.raises(openai.APITimeoutError):
-        client_for(server, max_retries=0, timeout=0.2).chat.completions.create(
-            model="scripted", messages=messages, extra_body=faults
-        )
+        client_for(server, max_retries=0, timeout=0.2).chat.completions.create(model="scripted", messages=messages, extra_body=faults)
     started = time.monotonic()
     client_for(server, max_retries=0, timeout=5).chat.completions.create(model="scripted", messages=messages, extra_body=faults)
     assert time.monotonic() - started < 0.5
@@ -306,8 +301,7 @@ def test_hold_lets_some_replies_through_then_holds_until_release(tmp_path: Path)
 
 def test_cli_hold_and_http_control(tmp_path: Path):
     gdpval = str(Path(sys.executable).with_name("gdpval"))
-    process = subprocess.Popen([gdpval, "fake-model", "--port", "0", "--hold-after", "0", "--api-key", "k"],
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([gdpval, "fake-model", "--port", "0", "--hold-after", "0", "--api-key", "k"], stderr=subprocess.PIPE, text=True)
     try:
         base_url = process.stderr.readline().rsplit(" ", 1)[-1].strip()
         control = base_url.removesuffix("/v1") + "/fake"

@@ -63,9 +63,7 @@ def secrets_in_env() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def boxed(
-    tmp_path_factory: pytest.TempPathFactory, refs: dict[str, Path], secrets_in_env: None
-) -> Iterator[LocalSandbox]:
+def boxed(tmp_path_factory: pytest.TempPathFactory, refs: dict[str, Path], secrets_in_env: None) -> Iterator[LocalSandbox]:
     if not bwrap_status()[0]:
         pytest.skip(f"bubblewrap unusable: {bwrap_status()[1]}")
     with LocalSandbox(tmp_path_factory.mktemp("ws"), refs, isolation="bwrap") as sandbox:
@@ -200,9 +198,7 @@ def test_missing_reference_fails_before_start(tmp_path: Path) -> None:
         LocalSandbox(tmp_path, {"../etc/passwd": Path("/etc/passwd")})
 
 
-def test_unisolated_mode_warns_and_uses_real_paths(
-    tmp_path: Path, refs: dict[str, Path], secrets_in_env: None, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_unisolated_mode_warns_and_uses_real_paths(tmp_path: Path, refs: dict[str, Path], secrets_in_env: None, caplog: pytest.LogCaptureFixture) -> None:
     tag = f"{os.getpid() % 1000}.{time.monotonic_ns() % 1000 + 1}"
     caplog.set_level(logging.WARNING, logger="gdpval.sandbox.local")
     with LocalSandbox(tmp_path / "ws", refs, isolation="none") as sandbox:

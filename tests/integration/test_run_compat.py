@@ -56,8 +56,23 @@ def test_a_run_folder_of_0_1_0_resumes_and_rebuilds_its_submission(dataset, mode
 
 
 def test_a_resume_refuses_a_changed_pinned_setting_in_one_line(dataset, model, tmp_path):
-    args = ["run", "--dataset", str(dataset), "--model", "scripted", "--base-url", model.base_url,
-            "--output", str(tmp_path), "--run-name", "r", "--limit", "1", "--max-steps", "30"]
+    args = [
+        "run",
+        "--dataset",
+        str(dataset),
+        "--model",
+        "scripted",
+        "--base-url",
+        model.base_url,
+        "--output",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--limit",
+        "1",
+        "--max-steps",
+        "30",
+    ]
     assert gdpval(*args).returncode == 0
     refused = gdpval(*args[:-1], "31")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
@@ -84,8 +99,21 @@ def test_missing_references_can_be_skipped_with_a_warning(dataset, model, tmp_pa
     victim = next(p for p in sorted((broken / "reference_files").rglob("*")) if p.is_file())
     victim.unlink()
     out = tmp_path / "out"
-    done = gdpval("run", "--dataset", str(broken), "--model", "scripted", "--base-url", model.base_url,
-                  "--output", str(out), "--run-name", "r", "--missing-references", "skip")
+    done = gdpval(
+        "run",
+        "--dataset",
+        str(broken),
+        "--model",
+        "scripted",
+        "--base-url",
+        model.base_url,
+        "--output",
+        str(out),
+        "--run-name",
+        "r",
+        "--missing-references",
+        "skip",
+    )
     assert done.returncode == 0, done.stderr
     results = pq.read_table(out / "runs/r/results.parquet").to_pylist()
     warned = [r for r in results if r["warnings"]]

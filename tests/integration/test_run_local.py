@@ -26,8 +26,17 @@ from support.standins import make_standin_dataset
 
 GDPVAL = str(Path(sys.executable).with_name("gdpval"))
 COLUMNS = [
-    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
-    "reference_file_hf_uris", "rubric_pretty", "rubric_json", "deliverable_text", "deliverable_files",
+    "task_id",
+    "sector",
+    "occupation",
+    "prompt",
+    "reference_files",
+    "reference_file_urls",
+    "reference_file_hf_uris",
+    "rubric_pretty",
+    "rubric_json",
+    "deliverable_text",
+    "deliverable_files",
 ]
 
 
@@ -43,14 +52,26 @@ def model():
 
 
 def gdpval(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [GDPVAL, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
+    return subprocess.run([GDPVAL, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def run_args(dataset: Path, base_url: str, output: str, *extra: str) -> list[str]:
-    return ["run", "--dataset", str(dataset), "--model", "scripted", "--base-url", base_url,
-            "--output", output, "--run-name", "t", "--concurrency", "4", *extra]
+    return [
+        "run",
+        "--dataset",
+        str(dataset),
+        "--model",
+        "scripted",
+        "--base-url",
+        base_url,
+        "--output",
+        output,
+        "--run-name",
+        "t",
+        "--concurrency",
+        "4",
+        *extra,
+    ]
 
 
 def submission_rows(root: Path) -> list[dict]:
@@ -87,9 +108,7 @@ def test_s3_run_matches_the_local_run(dataset, model, tmp_path, s3_env, s3):
     done = gdpval(*run_args(dataset, model.base_url, f"s3://{bucket}/gdpval"))
     assert done.returncode == 0, done.stderr
     remote = open_storage(f"s3://{bucket}/gdpval")
-    assert sorted(remote.list("runs/t/submission")) == sorted(
-        p.relative_to(local).as_posix() for p in (local / "runs/t/submission").rglob("*") if p.is_file()
-    )
+    assert sorted(remote.list("runs/t/submission")) == sorted(p.relative_to(local).as_posix() for p in (local / "runs/t/submission").rglob("*") if p.is_file())
     fetched = tmp_path / "fetched.parquet"
     remote.get_file("runs/t/submission/data/train-00000-of-00001.parquet", fetched)
     assert pq.read_table(fetched).to_pylist() == submission_rows(local)
@@ -130,8 +149,7 @@ def start_held_run(model, dataset: Path, tmp_path: Path, **popen) -> subprocess.
     Every sample takes 2-4 model replies, so a model that lets n replies through and then holds has
     finished at least (n - 6) / 4 samples (each of the two in flight has had at most 3) and at most n / 2.
     """
-    proc = subprocess.Popen([GDPVAL, *run_args(dataset, model.base_url, str(tmp_path), "--concurrency", "2")],
-                            env=scratch(tmp_path), **popen)
+    proc = subprocess.Popen([GDPVAL, *run_args(dataset, model.base_url, str(tmp_path), "--concurrency", "2")], env=scratch(tmp_path), **popen)
     wait_until(lambda: model.stats()["held"] == 2 or proc.poll() is not None, 120, "both workers waiting on the model", 0.1)
     assert proc.poll() is None, f"the run ended before its model held a reply: {proc.communicate()}"
     return proc
@@ -139,8 +157,7 @@ def start_held_run(model, dataset: Path, tmp_path: Path, **popen) -> subprocess.
 
 def test_sigkill_then_resume_never_reruns_committed_samples(dataset, tmp_path):
     with start_background(host="127.0.0.1", port=0, hold_after=18) as model:
-        proc = start_held_run(model, dataset, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+        proc = start_held_run(model, dataset, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         assert sandboxes_of(tmp_path)  # the check below can see this run's sandboxes
         os.kill(proc.pid, signal.SIGKILL)  # the runner alone: its sandboxes must die with it
         proc.wait()
@@ -279,8 +296,7 @@ def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
 
 
 def test_hostile_deliverables_are_refused_and_reported(dataset, model, tmp_path):
-    done = gdpval(*run_args(dataset, model.base_url, str(tmp_path), "--limit", "2", "--max-deliverable-mb", "1",
-                            "--extra-body", '{"fake_hostile": true}'))
+    done = gdpval(*run_args(dataset, model.base_url, str(tmp_path), "--limit", "2", "--max-deliverable-mb", "1", "--extra-body", '{"fake_hostile": true}'))
     assert done.returncode == 0, done.stderr
     for path in (tmp_path / "runs/t/samples").glob("*/attempt-1/result.json"):
         result = json.loads(path.read_text())

@@ -43,7 +43,7 @@ class StandinHub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "StandinHub":
+    def __enter__(self) -> StandinHub:
         self._thread.start()
         return self
 
@@ -63,8 +63,13 @@ class StandinHub:
         rel = path.relative_to(self.root).as_posix()
         data = path.read_bytes()
         return {
-            "Name": path.name, "Path": rel, "Type": "blob", "Size": len(data),
-            "Sha256": hashlib.sha256(data).hexdigest(), "Revision": self.commit, "CommittedDate": COMMITTED_AT,
+            "Name": path.name,
+            "Path": rel,
+            "Type": "blob",
+            "Size": len(data),
+            "Sha256": hashlib.sha256(data).hexdigest(),
+            "Revision": self.commit,
+            "CommittedDate": COMMITTED_AT,
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

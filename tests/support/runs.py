@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest
-from gdpval.settings import RunSettings
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, Usage
+from gdpval.settings import RunSettings
 from gdpval.storage import Storage, layout
 
 
@@ -41,22 +41,42 @@ def write_run(storage: Storage, run: str, items: list[ManifestEntry], repeats: i
 
 def succeeded(entry: ManifestEntry, attempt: int, files: dict[str, bytes], text: str = "done") -> SampleResult:
     return SampleResult(
-        sample_id=entry.sample.sample_id, task_id=entry.sample.task_id, repeat=entry.sample.repeat,
-        attempt=attempt, status=SampleStatus.succeeded, deliverable_text=text, deliverable_files=sorted(files),
-        steps=3, usage=Usage(input_tokens=100, output_tokens=20), started_at=10.0, finished_at=12.5,
+        sample_id=entry.sample.sample_id,
+        task_id=entry.sample.task_id,
+        repeat=entry.sample.repeat,
+        attempt=attempt,
+        status=SampleStatus.succeeded,
+        deliverable_text=text,
+        deliverable_files=sorted(files),
+        steps=3,
+        usage=Usage(input_tokens=100, output_tokens=20),
+        started_at=10.0,
+        finished_at=12.5,
     )
 
 
 def failed(entry: ManifestEntry, attempt: int, kind: ErrorKind = ErrorKind.max_steps) -> SampleResult:
     return SampleResult(
-        sample_id=entry.sample.sample_id, task_id=entry.sample.task_id, repeat=entry.sample.repeat,
-        attempt=attempt, status=SampleStatus.failed, error_kind=kind, error=f"stopped: {kind}",
-        deliverable_text="partial answer", deliverable_files=["draft.txt"], steps=250, api_errors=2,
+        sample_id=entry.sample.sample_id,
+        task_id=entry.sample.task_id,
+        repeat=entry.sample.repeat,
+        attempt=attempt,
+        status=SampleStatus.failed,
+        error_kind=kind,
+        error=f"stopped: {kind}",
+        deliverable_text="partial answer",
+        deliverable_files=["draft.txt"],
+        steps=250,
+        api_errors=2,
     )
 
 
 def commit(
-    storage: Storage, run: str, entry: ManifestEntry, attempt: int, result: SampleResult | None,
+    storage: Storage,
+    run: str,
+    entry: ManifestEntry,
+    attempt: int,
+    result: SampleResult | None,
     files: dict[str, bytes] | None = None,
 ) -> None:
     """Upload deliverables, then result.json last; with `result=None` the attempt stays half-written."""

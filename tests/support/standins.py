@@ -86,8 +86,7 @@ def _content_types(overrides: dict[str, str]) -> bytes:
 
 def _rels(targets: list[tuple[str, str]]) -> bytes:
     rels = "".join(
-        f'<Relationship Id="rId{i}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-        f'{kind}" Target="{target}"/>'
+        f'<Relationship Id="rId{i}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/{kind}" Target="{target}"/>'
         for i, (kind, target) in enumerate(targets, 1)
     )
     return (
@@ -106,40 +105,41 @@ _OOXML = "application/vnd.openxmlformats-officedocument"
 
 def _xlsx(name: str, seed: int) -> bytes:
     rows = "".join(
-        f'<row r="{r}"><c r="A{r}" t="inlineStr"><is><t>{escape(name)} {r}</t></is></c>'
-        f'<c r="B{r}"><v>{seed % 1000 + r}</v></c></row>'
+        f'<row r="{r}"><c r="A{r}" t="inlineStr"><is><t>{escape(name)} {r}</t></is></c><c r="B{r}"><v>{seed % 1000 + r}</v></c></row>'
         for r in range(1, 2 + seed % 9)
     )
-    return _zip({
-        "[Content_Types].xml": _content_types({
-            "xl/workbook.xml": f"{_OOXML}.spreadsheetml.sheet.main+xml",
-            "xl/worksheets/sheet1.xml": f"{_OOXML}.spreadsheetml.worksheet+xml",
-        }),
-        "_rels/.rels": _rels([("officeDocument", "xl/workbook.xml")]),
-        "xl/workbook.xml": (
-            f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><workbook xmlns="{_NS_MAIN}" '
-            f'xmlns:r="{_NS_R}"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>'
-        ).encode(),
-        "xl/_rels/workbook.xml.rels": _rels([("worksheet", "worksheets/sheet1.xml")]),
-        "xl/worksheets/sheet1.xml": (
-            f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><worksheet xmlns="{_NS_MAIN}">'
-            f"<sheetData>{rows}</sheetData></worksheet>"
-        ).encode(),
-    })
+    return _zip(
+        {
+            "[Content_Types].xml": _content_types(
+                {
+                    "xl/workbook.xml": f"{_OOXML}.spreadsheetml.sheet.main+xml",
+                    "xl/worksheets/sheet1.xml": f"{_OOXML}.spreadsheetml.worksheet+xml",
+                }
+            ),
+            "_rels/.rels": _rels([("officeDocument", "xl/workbook.xml")]),
+            "xl/workbook.xml": (
+                f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><workbook xmlns="{_NS_MAIN}" '
+                f'xmlns:r="{_NS_R}"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>'
+            ).encode(),
+            "xl/_rels/workbook.xml.rels": _rels([("worksheet", "worksheets/sheet1.xml")]),
+            "xl/worksheets/sheet1.xml": (
+                f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><worksheet xmlns="{_NS_MAIN}"><sheetData>{rows}</sheetData></worksheet>'
+            ).encode(),
+        }
+    )
 
 
 def _docx(name: str, seed: int) -> bytes:
-    paragraphs = "".join(
-        f"<w:p><w:r><w:t>{escape(name)}, paragraph {i}</w:t></w:r></w:p>" for i in range(1, 2 + seed % 11)
+    paragraphs = "".join(f"<w:p><w:r><w:t>{escape(name)}, paragraph {i}</w:t></w:r></w:p>" for i in range(1, 2 + seed % 11))
+    return _zip(
+        {
+            "[Content_Types].xml": _content_types({"word/document.xml": f"{_OOXML}.wordprocessingml.document.main+xml"}),
+            "_rels/.rels": _rels([("officeDocument", "word/document.xml")]),
+            "word/document.xml": (
+                f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="{_NS_W}"><w:body>{paragraphs}</w:body></w:document>'
+            ).encode(),
+        }
     )
-    return _zip({
-        "[Content_Types].xml": _content_types({"word/document.xml": f"{_OOXML}.wordprocessingml.document.main+xml"}),
-        "_rels/.rels": _rels([("officeDocument", "word/document.xml")]),
-        "word/document.xml": (
-            f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="{_NS_W}">'
-            f"<w:body>{paragraphs}</w:body></w:document>"
-        ).encode(),
-    })
 
 
 def _pptx(name: str, seed: int) -> bytes:
@@ -147,40 +147,36 @@ def _pptx(name: str, seed: int) -> bytes:
         '<p:sp><p:nvSpPr><p:cNvPr id="2" name="Title"/><p:cNvSpPr/><p:nvPr/></p:nvSpPr><p:spPr/>'
         f"<p:txBody><a:bodyPr/><a:p><a:r><a:t>{escape(name)} {seed % 97}</a:t></a:r></a:p></p:txBody></p:sp>"
     )
-    tree = (
-        '<p:cSld><p:spTree><p:nvGrpSpPr><p:cNvPr id="1" name=""/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr>'
-        f"<p:grpSpPr/>{shape}</p:spTree></p:cSld>"
-    )
+    tree = f'<p:cSld><p:spTree><p:nvGrpSpPr><p:cNvPr id="1" name=""/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr><p:grpSpPr/>{shape}</p:spTree></p:cSld>'
     head = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     ns = f'xmlns:a="{_NS_A}" xmlns:r="{_NS_R}" xmlns:p="{_NS_P}"'
-    return _zip({
-        "[Content_Types].xml": _content_types({
-            "ppt/presentation.xml": f"{_OOXML}.presentationml.presentation.main+xml",
-            "ppt/slides/slide1.xml": f"{_OOXML}.presentationml.slide+xml",
-            "ppt/slideLayouts/slideLayout1.xml": f"{_OOXML}.presentationml.slideLayout+xml",
-            "ppt/slideMasters/slideMaster1.xml": f"{_OOXML}.presentationml.slideMaster+xml",
-        }),
-        "_rels/.rels": _rels([("officeDocument", "ppt/presentation.xml")]),
-        "ppt/presentation.xml": (
-            f'{head}<p:presentation {ns}><p:sldMasterIdLst><p:sldMasterId id="2147483648" r:id="rId1"/>'
-            '</p:sldMasterIdLst><p:sldIdLst><p:sldId id="256" r:id="rId2"/></p:sldIdLst>'
-            '<p:sldSz cx="9144000" cy="6858000"/><p:notesSz cx="6858000" cy="9144000"/></p:presentation>'
-        ).encode(),
-        "ppt/_rels/presentation.xml.rels": _rels(
-            [("slideMaster", "slideMasters/slideMaster1.xml"), ("slide", "slides/slide1.xml")]
-        ),
-        "ppt/slideMasters/slideMaster1.xml": (
-            f"{head}<p:sldMaster {ns}>{tree}<p:sldLayoutIdLst>"
-            '<p:sldLayoutId id="2147483649" r:id="rId1"/></p:sldLayoutIdLst></p:sldMaster>'
-        ).encode(),
-        "ppt/slideMasters/_rels/slideMaster1.xml.rels": _rels([("slideLayout", "../slideLayouts/slideLayout1.xml")]),
-        "ppt/slideLayouts/slideLayout1.xml": f"{head}<p:sldLayout {ns}>{tree}</p:sldLayout>".encode(),
-        "ppt/slideLayouts/_rels/slideLayout1.xml.rels": _rels(
-            [("slideMaster", "../slideMasters/slideMaster1.xml")]
-        ),
-        "ppt/slides/slide1.xml": f"{head}<p:sld {ns}>{tree}</p:sld>".encode(),
-        "ppt/slides/_rels/slide1.xml.rels": _rels([("slideLayout", "../slideLayouts/slideLayout1.xml")]),
-    })
+    return _zip(
+        {
+            "[Content_Types].xml": _content_types(
+                {
+                    "ppt/presentation.xml": f"{_OOXML}.presentationml.presentation.main+xml",
+                    "ppt/slides/slide1.xml": f"{_OOXML}.presentationml.slide+xml",
+                    "ppt/slideLayouts/slideLayout1.xml": f"{_OOXML}.presentationml.slideLayout+xml",
+                    "ppt/slideMasters/slideMaster1.xml": f"{_OOXML}.presentationml.slideMaster+xml",
+                }
+            ),
+            "_rels/.rels": _rels([("officeDocument", "ppt/presentation.xml")]),
+            "ppt/presentation.xml": (
+                f'{head}<p:presentation {ns}><p:sldMasterIdLst><p:sldMasterId id="2147483648" r:id="rId1"/>'
+                '</p:sldMasterIdLst><p:sldIdLst><p:sldId id="256" r:id="rId2"/></p:sldIdLst>'
+                '<p:sldSz cx="9144000" cy="6858000"/><p:notesSz cx="6858000" cy="9144000"/></p:presentation>'
+            ).encode(),
+            "ppt/_rels/presentation.xml.rels": _rels([("slideMaster", "slideMasters/slideMaster1.xml"), ("slide", "slides/slide1.xml")]),
+            "ppt/slideMasters/slideMaster1.xml": (
+                f'{head}<p:sldMaster {ns}>{tree}<p:sldLayoutIdLst><p:sldLayoutId id="2147483649" r:id="rId1"/></p:sldLayoutIdLst></p:sldMaster>'
+            ).encode(),
+            "ppt/slideMasters/_rels/slideMaster1.xml.rels": _rels([("slideLayout", "../slideLayouts/slideLayout1.xml")]),
+            "ppt/slideLayouts/slideLayout1.xml": f"{head}<p:sldLayout {ns}>{tree}</p:sldLayout>".encode(),
+            "ppt/slideLayouts/_rels/slideLayout1.xml.rels": _rels([("slideMaster", "../slideMasters/slideMaster1.xml")]),
+            "ppt/slides/slide1.xml": f"{head}<p:sld {ns}>{tree}</p:sld>".encode(),
+            "ppt/slides/_rels/slide1.xml.rels": _rels([("slideLayout", "../slideLayouts/slideLayout1.xml")]),
+        }
+    )
 
 
 def _pdf(name: str, seed: int) -> bytes:
@@ -190,8 +186,7 @@ def _pdf(name: str, seed: int) -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
         b"<< /Length %d >>\nstream\n%s\nendstream" % (len(lines), lines),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
@@ -209,9 +204,7 @@ def _pdf(name: str, seed: int) -> bytes:
 
 def _png(name: str, seed: int) -> bytes:
     width, height = 8 + seed % 24, 4 + seed % 12
-    rows = b"".join(
-        b"\x00" + b"".join(bytes((seed % 256, x * 9 % 256, y * 17 % 256)) for x in range(width)) for y in range(height)
-    )
+    rows = b"".join(b"\x00" + b"".join(bytes((seed % 256, x * 9 % 256, y * 17 % 256)) for x in range(width)) for y in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b"")
 

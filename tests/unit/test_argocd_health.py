@@ -75,12 +75,15 @@ def _operator_status(state: str, *, suspend: bool = False, generation: int = 1) 
     from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
     from gdpval.controller.reconcile import Observed, Plan, Submission
 
-    spec = GdpvalRunSpec.model_validate(
-        {"model": {"name": "m"}, "output": {"url": "s3://bucket/runs"}, "suspend": suspend}
-    )
+    spec = GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://bucket/runs"}, "suspend": suspend})
     obs = Observed(
-        now=1_800_000_000.0, spec=spec, generation=generation, status=GdpvalRunStatus(), ledger={},
-        samples=("a", "b"), submission=Submission(uri="s3://bucket/runs/r/submission", ready_rate=1.0),
+        now=1_800_000_000.0,
+        spec=spec,
+        generation=generation,
+        status=GdpvalRunStatus(),
+        ledger={},
+        samples=("a", "b"),
+        submission=Submission(uri="s3://bucket/runs/r/submission", ready_rate=1.0),
     )
     reasons = {"Succeeded": "SubmissionReady", "Failed": "FailureBudgetExceeded", "Suspended": "Suspended", "Running": "SamplesRunning"}
     plan = Plan(ledger={}, state=state, reason=reasons[state], message=f"{state.lower()} for the test")
@@ -140,7 +143,11 @@ def kstatus(tmp_path_factory):
         pytest.skip("go is needed to build gitops/kstatus")
     binary = tmp_path_factory.mktemp("kstatus") / "kstatus"
     proc = subprocess.run(
-        [go, "build", "-o", str(binary), "."], cwd=KSTATUS_SRC, capture_output=True, text=True, timeout=900,
+        [go, "build", "-o", str(binary), "."],
+        cwd=KSTATUS_SRC,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
     )
     assert proc.returncode == 0, proc.stderr

@@ -265,11 +265,22 @@ def test_operator_rules_cover_what_it_does() -> None:
     (role,) = _operator_roles(render(), "Role")
     grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     needed = {
-        ("gdpval.io", "gdpvalruns", "list"), ("gdpval.io", "gdpvalruns", "watch"), ("gdpval.io", "gdpvalruns/status", "patch"),
-        ("", "pods", "create"), ("", "pods", "delete"), ("", "pods", "watch"), ("", "pods", "get"),
-        ("batch", "jobs", "create"), ("batch", "jobs", "delete"), ("batch", "jobs", "watch"),
-        ("", "configmaps", "get"), ("", "configmaps", "create"), ("", "configmaps", "patch"),
-        ("networking.k8s.io", "networkpolicies", "create"), ("", "secrets", "get"), ("", "events", "create"),
+        ("gdpval.io", "gdpvalruns", "list"),
+        ("gdpval.io", "gdpvalruns", "watch"),
+        ("gdpval.io", "gdpvalruns/status", "patch"),
+        ("", "pods", "create"),
+        ("", "pods", "delete"),
+        ("", "pods", "watch"),
+        ("", "pods", "get"),
+        ("batch", "jobs", "create"),
+        ("batch", "jobs", "delete"),
+        ("batch", "jobs", "watch"),
+        ("", "configmaps", "get"),
+        ("", "configmaps", "create"),
+        ("", "configmaps", "patch"),
+        ("networking.k8s.io", "networkpolicies", "create"),
+        ("", "secrets", "get"),
+        ("", "events", "create"),
     }
     assert needed <= grants
     # The operator writes status only: no update/patch of runs, so no finalizer can be added by it.

@@ -39,7 +39,10 @@ def swagger_path(version: str) -> Path:
     go = require_tool("go")
     proc = subprocess.run(
         [go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
     )
     assert proc.returncode == 0, proc.stderr
     return Path(json.loads(proc.stdout)["Dir"]) / "api" / "openapi-spec" / "swagger.json"
@@ -140,7 +143,7 @@ def input_names() -> list[str]:
 
 def input_text(name: str) -> str:
     if name.startswith("chart["):
-        return render_text(VARIANTS[name[len("chart["):-1]])
+        return render_text(VARIANTS[name[len("chart[") : -1]])
     return (ROOT / name).read_text()
 
 
@@ -161,11 +164,20 @@ def schemas(tmp_path_factory) -> Path:
 def kubeconform(schemas: Path, text: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
-            require_tool("kubeconform"), "-strict", "-summary", "-output", "text",
-            "-schema-location", f"{schemas}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
-            "-skip", ",".join(sorted(FOREIGN_KINDS)),
+            require_tool("kubeconform"),
+            "-strict",
+            "-summary",
+            "-output",
+            "text",
+            "-schema-location",
+            f"{schemas}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
+            "-skip",
+            ",".join(sorted(FOREIGN_KINDS)),
         ],
-        input=text, capture_output=True, text=True, timeout=300,
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -81,11 +81,13 @@ def script():
 
 
 def test_stuck_runs_are_released_and_others_keep_their_finalizers(script) -> None:
-    api = FakeRuns([
-        run_obj("a", "stuck", [OURS], deleting=True),
-        run_obj("a", "shared", [OURS, OTHER]),
-        run_obj("b", "plain", []),
-    ])
+    api = FakeRuns(
+        [
+            run_obj("a", "stuck", [OURS], deleting=True),
+            run_obj("a", "shared", [OURS, OTHER]),
+            run_obj("b", "plain", []),
+        ]
+    )
     for run in api.list_cluster_custom_object("", "", "")["items"]:
         script.release(api, run, {OURS}, delete=False)
     assert ("a", "stuck") not in api.runs, "a run waiting only for our finalizer is gone"

@@ -58,7 +58,11 @@ class Operator:
     def restart(self) -> None:
         """A new operator process: nothing remembered but what the API and storage hold."""
         self.controller = Controller(
-            self.kube, Defaults("agent:1", "sandbox:1"), Metrics(), open_storage=self.open_storage, clock=self.clock,
+            self.kube,
+            Defaults("agent:1", "sandbox:1"),
+            Metrics(),
+            open_storage=self.open_storage,
+            clock=self.clock,
         )
         self.controller.pods_index, self.controller.jobs_index = self.kube.pods_index, self.kube.jobs_index
         self.worker = RunWorker((NS, NAME))

@@ -63,7 +63,14 @@ def test_pod_layout_matches_the_contract():
     assert [x["name"] for x in pod["spec"]["initContainers"]] == ["stage", "sandbox"]
     assert c["sandbox"]["restartPolicy"] == "Always" and "exec" in c["sandbox"]["startupProbe"]
     assert c["sandbox"]["command"][:2] == ["python3", "/opt/gdpval/toolserver.py"] and "127.0.0.1:7000" in c["sandbox"]["command"]
-    assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == ["--sample", "task-1-r0", "--attempt", "3", "--sandbox", contract.SANDBOX_URL]
+    assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == [
+        "--sample",
+        "task-1-r0",
+        "--attempt",
+        "3",
+        "--sandbox",
+        contract.SANDBOX_URL,
+    ]
     mounts = {(x["name"], x.get("readOnly", False)) for x in c["sandbox"]["volumeMounts"]}
     assert mounts == {("workspace", False), ("references", True)}
     assert ("references", True) in {(x["name"], x.get("readOnly", False)) for x in c["agent"]["volumeMounts"]}
@@ -83,12 +90,19 @@ def test_names_and_labels_fit_63_characters():
 
 
 def test_overrides_apply():
-    c = ctx(pod={
-        "labels": {"kueue.x-k8s.io/queue-name": "q"}, "annotations": {"a": "b"}, "nodeSelector": {"pool": "eval"},
-        "tolerations": [{"key": "eval", "operator": "Exists"}], "affinity": {"nodeAffinity": {}},
-        "priorityClassName": "low", "runtimeClassName": "gvisor", "serviceAccountName": "runner",
-        "resources": {"agent": {"limits": {"memory": "1Gi", "cpu": 1}}, "jobs": {"requests": {"cpu": "100m"}}},
-    })
+    c = ctx(
+        pod={
+            "labels": {"kueue.x-k8s.io/queue-name": "q"},
+            "annotations": {"a": "b"},
+            "nodeSelector": {"pool": "eval"},
+            "tolerations": [{"key": "eval", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {}},
+            "priorityClassName": "low",
+            "runtimeClassName": "gvisor",
+            "serviceAccountName": "runner",
+            "resources": {"agent": {"limits": {"memory": "1Gi", "cpu": 1}}, "jobs": {"requests": {"cpu": "100m"}}},
+        }
+    )
     pod = m.sample_pod(c, "s-r0", 1, "tok")
     spec = pod["spec"]
     assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q" and pod["metadata"]["annotations"]["a"] == "b"

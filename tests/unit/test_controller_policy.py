@@ -112,4 +112,3 @@ def job(state: str) -> JobView:
 def test_jobs_kept_by_cleanup_policy_and_while_they_run(cleanup, kept):
     s = spec(cleanupPolicy=cleanup)
     assert {state for state in ("active", "complete", "failed") if policy.keep_job(s, job(state))} == kept
-

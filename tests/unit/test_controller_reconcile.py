@@ -28,8 +28,9 @@ def obs(**kw) -> Observed:
 
 
 def pod(sample, attempt=1, phase="Running", created=NOW - 5, **kw) -> PodView:
-    return PodView(name=n.sample_pod_name("run", sample, attempt), component="sample", sample=sample, attempt=attempt,
-                   phase=phase, deleting=False, created=created, **kw)
+    return PodView(
+        name=n.sample_pod_name("run", sample, attempt), component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=created, **kw
+    )
 
 
 def job(component, succeeded=False, failed=False, active=0) -> JobView:
@@ -254,8 +255,7 @@ class World:
     def observe(self, s: GdpvalRunSpec) -> Observed:
         base = obs(now=self.now, spec=s, ledger=dict(self.ledger), pods=tuple(self.pods.values()))
         probes = {
-            key: Probe(self.results.get(key), key in self.files, any((p.sample, p.attempt) == key for p in self.pods.values()))
-            for key in needed_probes(base)
+            key: Probe(self.results.get(key), key in self.files, any((p.sample, p.attempt) == key for p in self.pods.values())) for key in needed_probes(base)
         }
         return replace(base, probes=probes)
 

@@ -33,8 +33,15 @@ def _prepare(storage, run="r"):
 
 
 def _commit(storage, sample, attempt, ok=True, run="r"):
-    result = SampleResult(sample_id=sample, task_id=sample, attempt=attempt, status=SampleStatus.succeeded if ok else SampleStatus.failed,
-                          error_kind=None if ok else "max_steps", usage=Usage(input_tokens=3, output_tokens=4), api_errors=2)
+    result = SampleResult(
+        sample_id=sample,
+        task_id=sample,
+        attempt=attempt,
+        status=SampleStatus.succeeded if ok else SampleStatus.failed,
+        error_kind=None if ok else "max_steps",
+        usage=Usage(input_tokens=3, output_tokens=4),
+        api_errors=2,
+    )
     storage.put_text(layout.result(run, sample, attempt), result.model_dump_json())
 
 

@@ -41,7 +41,8 @@ def test_rebuild_from_s3_keys():
 
 POD = {
     "metadata": {
-        "name": "run-s-r0-a2", "creationTimestamp": "2026-01-01T00:00:00Z",
+        "name": "run-s-r0-a2",
+        "creationTimestamp": "2026-01-01T00:00:00Z",
         "labels": {"app.kubernetes.io/component": "sample", "gdpval.io/attempt": "2", "gdpval.io/sample": "s-r0"},
         "annotations": {"gdpval.io/sample-id": "s-r0"},
     },
@@ -61,8 +62,13 @@ def test_parse_pod():
 
 
 def test_parse_failed_pod_keeps_the_termination_message():
-    body = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [
-        {"name": "agent", "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "error: bucket missing\n"}}}]}}
+    body = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "agent", "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "error: bucket missing\n"}}}],
+        },
+    }
     p = parse_pod(body)
     assert p.failure == "agent-Error-exit2" and p.message == "error: bucket missing" and p.terminal
     evicted = parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "too long"}})
@@ -70,8 +76,14 @@ def test_parse_failed_pod_keeps_the_termination_message():
 
 
 def test_parse_job():
-    j = parse_job({"metadata": {"name": "j", "labels": {"app.kubernetes.io/component": "prepare"}},
-                   "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}})
+    j = parse_job(
+        {
+            "metadata": {"name": "j", "labels": {"app.kubernetes.io/component": "prepare"}},
+            "status": {
+                "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]
+            },
+        }
+    )
     assert j.failed and not j.succeeded and "backoff limit" in j.message and j.component == "prepare"
     assert parse_job({"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}).succeeded
 

@@ -81,8 +81,15 @@ def test_revision_is_a_content_hash_that_pins_the_folder(tmp_path, sample_table)
 
 @pytest.mark.parametrize(
     "source, kind",
-    [("openai-mirror/gdpval", "modelscope"), ("s3://bucket/prefix", "s3"), ("./data", "local"),
-     ("../data", "local"), ("~/data", "local"), ("/abs/data", "local"), (".", "local")],
+    [
+        ("openai-mirror/gdpval", "modelscope"),
+        ("s3://bucket/prefix", "s3"),
+        ("./data", "local"),
+        ("../data", "local"),
+        ("~/data", "local"),
+        ("/abs/data", "local"),
+        (".", "local"),
+    ],
 )
 def test_source_kind(source, kind):
     assert source_kind(source) == kind
@@ -143,8 +150,15 @@ def test_duplicate_task_ids_are_refused(tmp_path, sample_table):
 
 
 def test_split_file_naming():
-    names = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/train.parquet",
-             "data/train/part-0.parquet", "data/training-0.parquet", "data/test-0.parquet", "train.parquet"]
+    names = [
+        "data/train-00000-of-00002.parquet",
+        "data/train-00001-of-00002.parquet",
+        "data/train.parquet",
+        "data/train/part-0.parquet",
+        "data/training-0.parquet",
+        "data/test-0.parquet",
+        "train.parquet",
+    ]
     assert split_files(names, "train") == sorted(names[:4])
 
 
@@ -167,8 +181,7 @@ def test_missing_reference_names_the_task_and_path(tmp_path, sample_dataset):
     assert task.task_id in str(caught.value) and "MORTGAGE INTEREST FORM.pdf" in str(caught.value)
 
 
-@pytest.mark.parametrize("bad", ["../secret", "reference_files/../../etc/passwd", "data/train.parquet",
-                                 "/etc/passwd", "reference_files/only-hash"])
+@pytest.mark.parametrize("bad", ["../secret", "reference_files/../../etc/passwd", "data/train.parquet", "/etc/passwd", "reference_files/only-hash"])
 def test_reference_paths_must_be_reference_files(bad, tmp_path, sample_dataset):
     with pytest.raises(DatasetError):
         load(sample_dataset, tmp_path).fetch_reference(bad)

@@ -123,10 +123,21 @@ def check_psd(data: bytes) -> None:
 
 
 CHECKS = {
-    "xlsx": lambda d: check_ooxml(d, "xlsx"), "docx": lambda d: check_ooxml(d, "docx"),
-    "pptx": lambda d: check_ooxml(d, "pptx"), "pdf": check_pdf, "png": check_png, "jpg": check_jpg,
-    "jpeg": check_jpg, "wav": check_wav, "mp3": check_mp3, "mp4": check_mp4, "zip": check_zip,
-    "pages": check_zip, "step": check_step, "psd": check_psd, "txt": lambda d: d.decode(),
+    "xlsx": lambda d: check_ooxml(d, "xlsx"),
+    "docx": lambda d: check_ooxml(d, "docx"),
+    "pptx": lambda d: check_ooxml(d, "pptx"),
+    "pdf": check_pdf,
+    "png": check_png,
+    "jpg": check_jpg,
+    "jpeg": check_jpg,
+    "wav": check_wav,
+    "mp3": check_mp3,
+    "mp4": check_mp4,
+    "zip": check_zip,
+    "pages": check_zip,
+    "step": check_step,
+    "psd": check_psd,
+    "txt": lambda d: d.decode(),
 }
 
 

@@ -92,7 +92,7 @@ def test_upload_copies_only_collected_files(hostile: Path, store: LocalStorage) 
         "empty.txt": b"",
         "report.docx": b"PK\x03\x04 docx",
         "sub dir/a/b/deep.csv": b"a,b\n1,2\n",
-        "sub dir/naïve ü & (x).txt": "unicode name".encode(),
+        "sub dir/naïve ü & (x).txt": b"unicode name",
     }
     assert_no_outside_data(store)
 
@@ -122,9 +122,7 @@ def test_deliverable_files_itself_a_symlink_is_refused(tmp_path: Path, target: s
     (tmp_path / "deliverable_files").symlink_to(target)
     got = collect(tmp_path, max_file_bytes=MB, max_files=100)
     assert got.files == []
-    assert [(r.path, r.reason) for r in got.refused] == [
-        (".", "deliverable_files itself is not a real directory: symlink (not followed)")
-    ]
+    assert [(r.path, r.reason) for r in got.refused] == [(".", "deliverable_files itself is not a real directory: symlink (not followed)")]
 
 
 def test_deliverable_files_a_regular_file_or_missing(tmp_path: Path) -> None:

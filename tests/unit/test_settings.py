@@ -110,7 +110,8 @@ def test_run_json_and_the_prepare_job_carry_every_setting():
 
 def test_a_resume_keeps_the_stored_settings_and_names_changed_pinned_ones():
     stored = RunRecord(
-        run_name="r", dataset=DatasetRef(source="local", location="/d", revision="rev1"),
+        run_name="r",
+        dataset=DatasetRef(source="local", location="/d", revision="rev1"),
         settings=RunSettings.model_validate({"model": {"name": "m", "baseURL": "http://a:1/v1"}, "agent": {"maxSteps": 40}}),
     )
     kept = settings_for(stored, {("model", "base_url"): "http://b:2/v1", ("parallelism",): 9})

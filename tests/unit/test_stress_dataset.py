@@ -88,8 +88,9 @@ def test_current_revision_gold_and_rubric(dataset):
         return
     for row in rows_of(root):
         items = json.loads(row["rubric_json"])
-        assert items and {tuple(sorted(i)) for i in items} == {tuple(sorted(
-            ["score", "criterion", "required", "rubric_item_id", "author_type", "tags", "read_only", "form_content"]))}
+        assert items and {tuple(sorted(i)) for i in items} == {
+            tuple(sorted(["score", "criterion", "required", "rubric_item_id", "author_type", "tags", "read_only", "form_content"]))
+        }
         assert all(f"[{i['score']} pts] {i['criterion']}" in row["rubric_pretty"] for i in items)
         assert stress.GOLD_MARK in row["deliverable_text"] and len(row["deliverable_files"]) == 1
 

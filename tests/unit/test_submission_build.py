@@ -32,8 +32,9 @@ def make_run(storage: Storage) -> None:
     items = runs.entries([runs.task(t) for t in ("t-ok", "t-fail", "t-retry", "t-half")])
     ok, bad, retry, half = items
     runs.write_run(storage, RUN, items)
-    runs.commit(storage, RUN, ok, 1, runs.succeeded(ok, 1, {"report.md": b"# ok", "data/a b (1).csv": b"1,2"}),
-                {"report.md": b"# ok", "data/a b (1).csv": b"1,2"})
+    runs.commit(
+        storage, RUN, ok, 1, runs.succeeded(ok, 1, {"report.md": b"# ok", "data/a b (1).csv": b"1,2"}), {"report.md": b"# ok", "data/a b (1).csv": b"1,2"}
+    )
     runs.commit(storage, RUN, bad, 1, runs.failed(bad, 1), {"draft.txt": b"partial"})
     runs.commit(storage, RUN, retry, 1, None, {"old.txt": b"stale attempt"})
     runs.commit(storage, RUN, retry, 2, runs.succeeded(retry, 2, {"new.txt": b"v2"}, text="second"), {"new.txt": b"v2"})
@@ -47,7 +48,8 @@ def check_single_package(storage: Storage) -> None:
     assert list(rows[0]) == list(SUBMISSION_COLUMNS)
     got = by_task(rows)
     assert got["t-ok"]["deliverable_files"] == [
-        "deliverable_files/t-ok/data/a b (1).csv", "deliverable_files/t-ok/report.md",
+        "deliverable_files/t-ok/data/a b (1).csv",
+        "deliverable_files/t-ok/report.md",
     ]
     assert got["t-retry"]["deliverable_files"] == ["deliverable_files/t-retry/new.txt"]
     assert got["t-retry"]["deliverable_text"] == "second"
@@ -59,11 +61,16 @@ def check_single_package(storage: Storage) -> None:
         for rel in row["deliverable_files"]:
             assert storage.exists(f"{SUB}/{rel}")
     assert storage.get_bytes(f"{SUB}/deliverable_files/t-ok/data/a b (1).csv") == b"1,2"
-    assert sorted(storage.list(SUB)) == sorted([
-        f"{SUB}/data/train-00000-of-00001.parquet", f"{SUB}/submission_info.json",
-        f"{SUB}/deliverable_files/t-ok/report.md", f"{SUB}/deliverable_files/t-ok/data/a b (1).csv",
-        f"{SUB}/deliverable_files/t-retry/new.txt", f"{SUB}/deliverable_files/t-fail/draft.txt",
-    ])
+    assert sorted(storage.list(SUB)) == sorted(
+        [
+            f"{SUB}/data/train-00000-of-00001.parquet",
+            f"{SUB}/submission_info.json",
+            f"{SUB}/deliverable_files/t-ok/report.md",
+            f"{SUB}/deliverable_files/t-ok/data/a b (1).csv",
+            f"{SUB}/deliverable_files/t-retry/new.txt",
+            f"{SUB}/deliverable_files/t-fail/draft.txt",
+        ]
+    )
     meta = json.loads(storage.get_text(f"{SUB}/submission_info.json"))
     assert meta["tasks"] == 4
     assert {k: v for k, v in meta["counts"].items() if v} == {"total": 4, "succeeded": 2, "failed": 1, "missing": 1, "ready": 3}
@@ -74,11 +81,17 @@ def check_single_package(storage: Storage) -> None:
     assert info.counts == info.packages[0].counts and info.uri == storage.url(SUB)
     results = by_task(table(storage, f"runs/{RUN}/results.parquet"))
     assert {t: (r["status"], r["attempt"]) for t, r in results.items()} == {
-        "t-ok": ("succeeded", 1), "t-fail": ("failed", 1), "t-retry": ("succeeded", 2), "t-half": ("missing", None),
+        "t-ok": ("succeeded", 1),
+        "t-fail": ("failed", 1),
+        "t-retry": ("succeeded", 2),
+        "t-half": ("missing", None),
     }
     assert results["t-fail"]["error_kind"] == "max_steps"
     assert {t: (r["submission_ready"], r["completed"]) for t, r in results.items()} == {
-        "t-ok": (True, True), "t-fail": (True, False), "t-retry": (True, True), "t-half": (False, False),
+        "t-ok": (True, True),
+        "t-fail": (True, False),
+        "t-retry": (True, True),
+        "t-half": (False, False),
     }
 
 

@@ -24,8 +24,17 @@ from gdpval.submission.schema import (
 from support import runs
 
 EXPECTED = [
-    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
-    "reference_file_hf_uris", "rubric_pretty", "rubric_json", "deliverable_text", "deliverable_files",
+    "task_id",
+    "sector",
+    "occupation",
+    "prompt",
+    "reference_files",
+    "reference_file_urls",
+    "reference_file_hf_uris",
+    "rubric_pretty",
+    "rubric_json",
+    "deliverable_text",
+    "deliverable_files",
 ]
 LISTS = {"reference_files", "reference_file_urls", "reference_file_hf_uris", "deliverable_files"}
 
@@ -110,22 +119,36 @@ def test_deliverable_paths_never_leave_the_task_folder(bad):
 def test_result_rows_for_each_outcome():
     entry = runs.entries([runs.task("t1")])[0]
     ok = runs.succeeded(entry, 2, {"a.txt": b"1", "b.txt": b"2"})
-    bad = runs.failed(entry, 1, ErrorKind.rate_limited).model_copy(
-        update={"refused_files": [RefusedFile(path="link", reason="symlink")]}
-    )
+    bad = runs.failed(entry, 1, ErrorKind.rate_limited).model_copy(update={"refused_files": [RefusedFile(path="link", reason="symlink")]})
     rows = [result_row(entry, ok), result_row(entry, bad), result_row(entry, None)]
     table = roundtrip(results_table(rows))
     assert table.schema.equals(RESULTS_SCHEMA)
     got = table.to_pylist()
     assert got[0] | {"duration_s": 0} == {
-        "sample_id": "t1-r0", "task_id": "t1", "repeat": 0, "attempt": 2, "status": "succeeded",
-        "error_kind": None, "error": "", "steps": 3, "input_tokens": 100, "output_tokens": 20,
-        "duration_s": 0, "api_errors": 0, "deliverable_count": 2, "refused_count": 0,
-        "submission_ready": True, "completed": True, "warnings": [],
+        "sample_id": "t1-r0",
+        "task_id": "t1",
+        "repeat": 0,
+        "attempt": 2,
+        "status": "succeeded",
+        "error_kind": None,
+        "error": "",
+        "steps": 3,
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "duration_s": 0,
+        "api_errors": 0,
+        "deliverable_count": 2,
+        "refused_count": 0,
+        "submission_ready": True,
+        "completed": True,
+        "warnings": [],
     }
     assert got[0]["duration_s"] == pytest.approx(2.5)
     assert (got[1]["status"], got[1]["error_kind"], got[1]["refused_count"], got[1]["api_errors"]) == (
-        "failed", "rate_limited", 1, 2,
+        "failed",
+        "rate_limited",
+        1,
+        2,
     )
     assert (got[2]["status"], got[2]["attempt"], got[2]["error"]) == ("missing", None, "no committed attempt")
     assert (got[1]["submission_ready"], got[1]["completed"], got[2]["submission_ready"]) == (True, False, False)

@@ -193,8 +193,16 @@ def test_client_reports_401_as_sandbox_error(server: Server) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"{not json", b"[1, 2]", b'{"timeout": 5}', b'{"command": 7}', b'{"command": "true", "timeout": -1}',
-     b'{"command": "true", "timeout": "soon"}', b'{"command": "a\\u0000b"}', b"\xff\xfe"],
+    [
+        b"{not json",
+        b"[1, 2]",
+        b'{"timeout": 5}',
+        b'{"command": 7}',
+        b'{"command": "true", "timeout": -1}',
+        b'{"command": "true", "timeout": "soon"}',
+        b'{"command": "a\\u0000b"}',
+        b"\xff\xfe",
+    ],
 )
 def test_bad_bodies_get_400(server: Server, body: bytes) -> None:
     status, payload = raw_post(server.address, "/v1/tools/bash", body, {"Authorization": f"Bearer {TOKEN}"})

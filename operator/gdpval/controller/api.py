@@ -82,9 +82,7 @@ class SecretKeyRef(SettingsModel):
 class ModelSpec(ModelSettings):
     """The OpenAI-compatible endpoint, how to sample from it, and the Secret holding its API key."""
 
-    api_key_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="Secret key holding the API key; it reaches only the agent container."
-    )
+    api_key_secret_ref: SecretKeyRef | None = Field(default=None, description="Secret key holding the API key; it reaches only the agent container.")
 
 
 # A cluster cannot read a folder on someone's machine: its dataset is a hub id or an S3 prefix.
@@ -98,7 +96,9 @@ class SandboxSpec(SandboxSettings):
     """What a sample pod may reach."""
 
     allowed_egress: list[dict[str, Any]] = Field(
-        default_factory=list, max_length=64, json_schema_extra={"items": PRESERVE},
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={"items": PRESERVE},
         description="Extra NetworkPolicy egress rules for network-disabled samples (e.g. a model endpoint known by name).",
     )
 
@@ -129,9 +129,7 @@ class S3Credentials(SettingsModel):
 
 
 S3_URL: JsonDict = {
-    "x-kubernetes-validations": [
-        _cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")
-    ]
+    "x-kubernetes-validations": [_cel("self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')", "output.url must look like s3://bucket/prefix")]
 }
 
 
@@ -193,7 +191,8 @@ class GdpvalRunSpec(RunSettings):
     images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": defaults_of(ImagesSpec)})
     samples: SamplePolicy = Field(default_factory=SamplePolicy, json_schema_extra={"default": defaults_of(SamplePolicy)})
     failure_budget: int | str = Field(
-        default="10%", json_schema_extra={"x-kubernetes-validations": [FAILURE_BUDGET_RULE], "maxLength": 4},
+        default="10%",
+        json_schema_extra={"x-kubernetes-validations": [FAILURE_BUDGET_RULE], "maxLength": 4},
         description="Failed samples (count or percentage of all samples) the run tolerates before it fails.",
     )
     deadline_seconds: int | None = Field(default=None, ge=60, description="Wall-clock limit of the whole run.")

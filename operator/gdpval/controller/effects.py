@@ -65,8 +65,16 @@ class Effects:
         """Events, best effort and only after the status that says the same was written."""
         for note in notes:
             event = manifests.event(
-                ctx.name, ctx.namespace, ctx.uid, api.KIND, note.reason, note.message, iso(now), secrets.token_hex(6),
-                warning=note.warning, instance=os.environ.get("HOSTNAME", n.MANAGED_BY),
+                ctx.name,
+                ctx.namespace,
+                ctx.uid,
+                api.KIND,
+                note.reason,
+                note.message,
+                iso(now),
+                secrets.token_hex(6),
+                warning=note.warning,
+                instance=os.environ.get("HOSTNAME", n.MANAGED_BY),
             )
             try:
                 await asyncio.to_thread(self.kube.post_event, event)

@@ -164,9 +164,7 @@ class Kube:
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            self.custom.patch_namespaced_custom_object_status(
-                api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)}
-            )
+            self.custom.patch_namespaced_custom_object_status(api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)})
         except ApiException as exc:
             if exc.status != 404:  # the run was deleted meanwhile
                 raise

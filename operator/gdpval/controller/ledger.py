@@ -37,7 +37,7 @@ class Committed:
     api_errors: int = 0
 
     @classmethod
-    def of(cls, result: SampleResult) -> "Committed":
+    def of(cls, result: SampleResult) -> Committed:
         return cls(
             succeeded=result.status == SampleStatus.succeeded,
             reason=str(result.error_kind or ""),
@@ -63,16 +63,16 @@ class Entry:
         return " ".join(str(f) for f in fields) + (f" {self.reason}" if self.reason else "")
 
     @classmethod
-    def decode(cls, text: str) -> "Entry":
+    def decode(cls, text: str) -> Entry:
         parts = text.split(" ", 7)
         attempt, outcome, pods, ended, tin, tout, errs = parts[:7]
         return cls(int(attempt), Outcome(outcome), int(pods), int(ended), int(tin), int(tout), int(errs), parts[7] if len(parts) > 7 else "")
 
-    def start(self, attempt: int) -> "Entry":
+    def start(self, attempt: int) -> Entry:
         """A new pod for `attempt` (the same number again when the lost one left nothing behind)."""
         return replace(self, attempt=attempt, outcome=Outcome.running, pods=self.pods + 1, ended=0, reason="")
 
-    def finish(self, now: float, committed: Committed | None, reason: str = "") -> "Entry":
+    def finish(self, now: float, committed: Committed | None, reason: str = "") -> Entry:
         if committed is None:
             return replace(self, outcome=Outcome.lost, ended=int(now), reason=clean_reason(reason or "NoResult"))
         return replace(

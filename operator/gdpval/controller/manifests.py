@@ -105,9 +105,7 @@ def s3_env(ctx: RunContext) -> list[dict[str, Any]]:
     return env
 
 
-def _container(
-    ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, read_only: bool = True, **extra: Any
-) -> dict[str, Any]:
+def _container(ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, read_only: bool = True, **extra: Any) -> dict[str, Any]:
     """Our own containers write only to their volumes; the sandbox keeps a writable root for the model's tools."""
     return {
         "name": name,
@@ -156,8 +154,13 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
     env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
     container = _container(
-        ctx, component, ctx.agent_image, args, ctx.spec.pod.resources.jobs,
-        env=env, volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
+        ctx,
+        component,
+        ctx.agent_image,
+        args,
+        ctx.spec.pod.resources.jobs,
+        env=env,
+        volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
     )
     template_meta = {"labels": meta["labels"], "annotations": meta["annotations"]}
     return {
@@ -203,15 +206,24 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     home = {"name": "HOME", "value": c.SCRATCH}
     token_env = {"name": c.TOKEN_ENV, "value": token}
     stage = _container(
-        ctx, "stage", ctx.agent_image,
+        ctx,
+        "stage",
+        ctx.agent_image,
         ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES],
-        res.stage, env=[*s3_env(ctx), home],
+        res.stage,
+        env=[*s3_env(ctx), home],
         volumeMounts=[{"name": "references", "mountPath": c.REFERENCES}, scratch],
     )
     sandbox = _container(
-        ctx, "sandbox", ctx.sandbox_image,
+        ctx,
+        "sandbox",
+        ctx.sandbox_image,
         ["python3", c.TOOLSERVER, "--listen", f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}", "--workspace", c.WORKSPACE],
-        res.sandbox, read_only=False, restartPolicy="Always", env=[token_env], workingDir=c.WORKSPACE,
+        res.sandbox,
+        read_only=False,
+        restartPolicy="Always",
+        env=[token_env],
+        workingDir=c.WORKSPACE,
         volumeMounts=[workspace, refs_ro],
         startupProbe={"exec": {"command": HEALTH_PROBE}, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 180},
     )
@@ -220,9 +232,13 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     if key:
         agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
     agent = _container(
-        ctx, "agent", ctx.agent_image,
+        ctx,
+        "agent",
+        ctx.agent_image,
         ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
-        res.agent, env=agent_env, volumeMounts=[workspace, refs_ro, scratch],
+        res.agent,
+        env=agent_env,
+        volumeMounts=[workspace, refs_ro, scratch],
     )
     volumes: list[dict[str, Any]] = [{"name": v, "emptyDir": {}} for v in ("workspace", "references", "scratch")]
     spec = _pod_spec(ctx, [agent], volumes, sample=True)
@@ -286,8 +302,16 @@ def ledger_configmap(ctx: RunContext, data: dict[str, str]) -> dict[str, Any]:
 
 
 def event(
-    run: str, namespace: str, uid: str, kind: str, reason: str, message: str, now_iso: str, suffix: str,
-    warning: bool = False, instance: str = "gdpval-operator",
+    run: str,
+    namespace: str,
+    uid: str,
+    kind: str,
+    reason: str,
+    message: str,
+    now_iso: str,
+    suffix: str,
+    warning: bool = False,
+    instance: str = "gdpval-operator",
 ) -> dict[str, Any]:
     """A core/v1 Event on the GdpvalRun, as `kubectl describe` shows them."""
     return {

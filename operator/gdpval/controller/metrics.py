@@ -70,7 +70,7 @@ class Metrics:
         lines += ["# HELP gdpval_run_info The state of each run.", "# TYPE gdpval_run_info gauge"]
         lines += [f"gdpval_run_info{_labels(namespace=ns, run=name, state=r.state)} 1" for (ns, name), r in sorted(self.runs.items())]
         lines += ["# HELP gdpval_reconcile_duration_seconds Time of one reconcile pass.", "# TYPE gdpval_reconcile_duration_seconds histogram"]
-        for bound, count in zip(BUCKETS, self.bucket_counts):
+        for bound, count in zip(BUCKETS, self.bucket_counts, strict=True):
             lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="{bound}"}} {count}')
         lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="+Inf"}} {self.latency_count}')
         lines.append(f"gdpval_reconcile_duration_seconds_sum {self.latency_sum:.6f}")

@@ -45,7 +45,9 @@ def _ready(obs: Observed, plan: Plan, refused: list[str]) -> Condition:
         return _cond("Ready", False, b.reason, "; ".join(x.message for x in obs.blockers))
     if refused and plan.state not in TERMINAL_STATES:
         return _cond(
-            "Ready", False, "SpecChangeRefused",
+            "Ready",
+            False,
+            "SpecChangeRefused",
             f"{', '.join(refused)} changed after the run started; the run keeps its original settings (pinned in run.json). "
             "Revert the change, or create a new GdpvalRun to use the new settings",
         )
@@ -78,7 +80,12 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
         _ready(obs, plan, refused),
         _prepared(obs, plan),
         _running(obs, plan),
-        _cond("Succeeded", plan.state == "Succeeded", "SubmissionReady" if plan.state == "Succeeded" else ("RunFailed" if failed else "InProgress"), plan.message if plan.state == "Succeeded" else ""),
+        _cond(
+            "Succeeded",
+            plan.state == "Succeeded",
+            "SubmissionReady" if plan.state == "Succeeded" else ("RunFailed" if failed else "InProgress"),
+            plan.message if plan.state == "Succeeded" else "",
+        ),
         _cond("Failed", failed, plan.reason if failed else "NoFailure", plan.message if failed else ""),
         _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", "no new pods start; running ones finish" if suspended else ""),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
@@ -130,11 +137,13 @@ def blocked_status(prev: GdpvalRunStatus, generation: int, reason: str, message:
     """Only Ready changes: counts stay as last known while the run waits for a fix."""
     ready = _cond("Ready", False, reason, message)
     others = [c for c in prev.conditions if c.type != "Ready"]
-    return prev.model_copy(update={
-        "observed_generation": generation,
-        "state": "Blocked",
-        "conditions": merge_conditions(prev.conditions, [ready, *others], now, generation),
-    })
+    return prev.model_copy(
+        update={
+            "observed_generation": generation,
+            "state": "Blocked",
+            "conditions": merge_conditions(prev.conditions, [ready, *others], now, generation),
+        }
+    )
 
 
 def settled_status(prev: GdpvalRunStatus, generation: int) -> GdpvalRunStatus:

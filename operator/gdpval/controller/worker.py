@@ -68,7 +68,9 @@ def tally_of(status: GdpvalRunStatus) -> Tally:
     """Counts of a finished run, from its status (its ledger is no longer read)."""
     return Tally(
         **status.samples.model_dump(),
-        input_tokens=status.tokens.input, output_tokens=status.tokens.output, api_errors=status.model_api_errors,
+        input_tokens=status.tokens.input,
+        output_tokens=status.tokens.output,
+        api_errors=status.model_api_errors,
     )
 
 
@@ -81,8 +83,14 @@ def _status_of(body: Mapping[str, Any]) -> GdpvalRunStatus:
 
 class Controller:
     def __init__(
-        self, kube: Kube, defaults: Defaults, metrics: Metrics, min_interval: float = 1.0, concurrency: int = 4,
-        open_storage: OpenStorage = s3io.open_output, clock: Callable[[], float] = time.time,
+        self,
+        kube: Kube,
+        defaults: Defaults,
+        metrics: Metrics,
+        min_interval: float = 1.0,
+        concurrency: int = 4,
+        open_storage: OpenStorage = s3io.open_output,
+        clock: Callable[[], float] = time.time,
     ):
         self.defaults = defaults
         self.metrics = metrics
@@ -202,12 +210,21 @@ class Controller:
             await self.effects.write_status(worker.memory, *worker.key, status)
             return RESYNC_SECONDS
         ctx = RunContext(
-            meta["name"], meta["namespace"], meta["uid"], spec,
-            spec.images.agent or self.defaults.agent_image or "", spec.images.sandbox or self.defaults.sandbox_image or "",
+            meta["name"],
+            meta["namespace"],
+            meta["uid"],
+            spec,
+            spec.images.agent or self.defaults.agent_image or "",
+            spec.images.sandbox or self.defaults.sandbox_image or "",
         )
         obs = Observed(
-            now=self.clock(), spec=spec, generation=meta.get("generation", 0), status=prev, ledger={},
-            pods=indexed(self.pods_index, ctx.uid), jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
+            now=self.clock(),
+            spec=spec,
+            generation=meta.get("generation", 0),
+            status=prev,
+            ledger={},
+            pods=indexed(self.pods_index, ctx.uid),
+            jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
         )
         if prev.state in TERMINAL_STATES:
             return await self._finish_pass(worker, ctx, obs, decide(obs), None)

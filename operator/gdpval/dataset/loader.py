@@ -37,10 +37,7 @@ def source_kind(source: str) -> SourceKind:
         return "local"
     if _HUB_ID.match(source):
         return "modelscope"
-    raise DatasetError(
-        f"dataset {source!r} is neither an existing folder, an s3:// prefix nor a ModelScope id "
-        f"like {DEFAULT_DATASET}"
-    )
+    raise DatasetError(f"dataset {source!r} is neither an existing folder, an s3:// prefix nor a ModelScope id like {DEFAULT_DATASET}")
 
 
 @dataclass

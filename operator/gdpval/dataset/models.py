@@ -50,7 +50,7 @@ class Sample(BaseModel):
     repeat: int = 0
 
     @classmethod
-    def of(cls, task_id: str, repeat: int) -> "Sample":
+    def of(cls, task_id: str, repeat: int) -> Sample:
         return cls(sample_id=sample_id(task_id, repeat), task_id=task_id, repeat=repeat)
 
 

@@ -71,8 +71,14 @@ class ModelScopeRepo:
         page = 1
         while True:
             batch = self.api.get_dataset_files(
-                self.location, revision=self.requested, root_path="/", recursive=True, page_number=page,
-                page_size=PAGE_SIZE, endpoint=self.endpoint, dataset_hub_id=self.hub_id,
+                self.location,
+                revision=self.requested,
+                root_path="/",
+                recursive=True,
+                page_number=page,
+                page_size=PAGE_SIZE,
+                endpoint=self.endpoint,
+                dataset_hub_id=self.hub_id,
             )
             entries.extend(batch)
             if len(batch) < PAGE_SIZE:
@@ -114,8 +120,12 @@ class ModelScopeRepo:
 
         try:
             return dataset_file_download(
-                self.location, path, revision=self.revision, local_dir=str(staging),
-                cache_dir=str(staging / ".cache"), endpoint=self.endpoint,
+                self.location,
+                path,
+                revision=self.revision,
+                local_dir=str(staging),
+                cache_dir=str(staging / ".cache"),
+                endpoint=self.endpoint,
             )
         except Exception as exc:
             if getattr(getattr(exc, "response", None), "status_code", None) == 404:

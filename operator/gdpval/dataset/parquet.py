@@ -51,9 +51,7 @@ def tasks_from_table(table: pa.Table, name: str) -> list[Task]:
     """Validate the columns, then build one Task per row (rubric columns optional)."""
     missing = [col for col in BASE_COLUMNS if col not in table.column_names]
     if missing:
-        raise DatasetError(
-            f"{name} lacks the column(s) {', '.join(missing)}: a GDPval parquet needs {', '.join(BASE_COLUMNS)}"
-        )
+        raise DatasetError(f"{name} lacks the column(s) {', '.join(missing)}: a GDPval parquet needs {', '.join(BASE_COLUMNS)}")
     wanted = [col for col in (*BASE_COLUMNS, *RUBRIC_COLUMNS) if col in table.column_names]
     rows = table.select(wanted).to_pylist()
     return [_task(row, name, index) for index, row in enumerate(rows)]

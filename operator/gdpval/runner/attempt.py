@@ -126,6 +126,4 @@ def _result(attempt: Attempt, outcome: LoopOutcome, started: float) -> SampleRes
 
 def _base(attempt: Attempt, **fields) -> SampleResult:
     sample = attempt.entry.sample
-    return SampleResult(
-        sample_id=sample.sample_id, task_id=sample.task_id, repeat=sample.repeat, attempt=attempt.number, **fields
-    )
+    return SampleResult(sample_id=sample.sample_id, task_id=sample.task_id, repeat=sample.repeat, attempt=attempt.number, **fields)

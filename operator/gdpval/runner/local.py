@@ -118,16 +118,21 @@ class LocalRunner:
         workspace.mkdir(parents=True)
         scratch.mkdir()
         try:
-            with LocalSandbox(
-                workspace, references, network=self.record.settings.sandbox.network, isolation=self.options.isolation
-            ) as box:
+            with LocalSandbox(workspace, references, network=self.record.settings.sandbox.network, isolation=self.options.isolation) as box:
                 self.active.add(box)
                 try:
                     view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])
                     tools = SandboxClient(box.address, box.token)
                     return run_attempt(
-                        attempt, self.storage, self.client, tools, view, workspace, scratch,
-                        cancelled=self.stopping.is_set, warnings=warnings,
+                        attempt,
+                        self.storage,
+                        self.client,
+                        tools,
+                        view,
+                        workspace,
+                        scratch,
+                        cancelled=self.stopping.is_set,
+                        warnings=warnings,
                     )
                 finally:
                     self.active.discard(box)

@@ -48,7 +48,7 @@ class Progress:
         self.lock = threading.Lock()
         self.live = Live(Text(tally.line()), console=console, refresh_per_second=4, transient=False) if console.is_terminal else None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live:
             self.live.__enter__()
         return self

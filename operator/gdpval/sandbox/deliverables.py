@@ -87,7 +87,7 @@ def portable_name(name: str) -> tuple[str, list[str]]:
     reasons = []
     new = "".join("_" if ch in _FORBIDDEN else ch for ch in name)
     if new != name:
-        reasons.append("characters other systems forbid (\\ : * ? \" < > |) became _")
+        reasons.append('characters other systems forbid (\\ : * ? " < > |) became _')
     stripped = new.rstrip(". ") or "_"
     if stripped != new:
         reasons.append("trailing dots or spaces removed")

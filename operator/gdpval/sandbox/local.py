@@ -86,12 +86,7 @@ def bwrap_status() -> tuple[bool, str]:
 
 def _check_dataset_path(dataset_path: str) -> None:
     parts = dataset_path.split("/")
-    if (
-        len(parts) < 3
-        or parts[0] != "reference_files"
-        or "\x00" in dataset_path
-        or any(part in ("", ".", "..") for part in parts)
-    ):
+    if len(parts) < 3 or parts[0] != "reference_files" or "\x00" in dataset_path or any(part in ("", ".", "..") for part in parts):
         raise ValueError(f"reference path {dataset_path!r} is not reference_files/<hash>/<name>")
 
 
@@ -229,9 +224,7 @@ class LocalSandbox:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
     def _env(self) -> dict[str, str]:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Optional
 
 TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"
 DEFAULT_MAX_OUTPUT = 30000
@@ -51,7 +51,7 @@ class CappedOutput:
     def __init__(self, limit: int) -> None:
         self.tail_limit = limit // 2
         self.head_limit = limit - self.tail_limit
-        self.head: List[str] = []
+        self.head: list[str] = []
         self.head_len = 0
         self.tail = ""
         self.total = 0
@@ -69,7 +69,7 @@ class CappedOutput:
         if text and self.tail_limit:
             self.tail = (self.tail + text)[-self.tail_limit :]
 
-    def render(self) -> Tuple[str, bool]:
+    def render(self) -> tuple[str, bool]:
         """The kept text, with a marker where characters were dropped."""
         self.feed(b"", final=True)
         omitted = self.total - self.head_len - len(self.tail)
@@ -84,7 +84,7 @@ class ProcessRegistry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._procs: Set[subprocess.Popen] = set()
+        self._procs: set[subprocess.Popen] = set()
 
     def add(self, proc: subprocess.Popen) -> None:
         with self._lock:
@@ -204,13 +204,13 @@ def _exit_code(returncode: Optional[int]) -> int:
 
 
 def run_command(
-    argv: List[str],
+    argv: list[str],
     stdin_data: Optional[bytes],
     cwd: str,
     timeout: float,
     max_output: int,
     registry: ProcessRegistry,
-) -> Dict[str, object]:
+) -> dict[str, object]:
     """Run one command in its own session; the result is the tool response body."""
     start = time.monotonic()
     try:
@@ -254,7 +254,7 @@ def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
     return False
 
 
-def _result(output: str, code: int, timed_out: bool, truncated: bool, start: float) -> Dict[str, object]:
+def _result(output: str, code: int, timed_out: bool, truncated: bool, start: float) -> dict[str, object]:
     return {
         "output": output,
         "exit_code": code,
@@ -293,7 +293,7 @@ class Tools:
         self.max_output = max_output
         self.registry = ProcessRegistry()
 
-    def run(self, tool: str, body: dict) -> Dict[str, object]:
+    def run(self, tool: str, body: dict) -> dict[str, object]:
         timeout = _timeout_of(body)
         if tool == "bash":
             command = _string_field(body, "command")
@@ -315,7 +315,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.client_address[0] if isinstance(self.client_address, tuple) else "unix"
 
     def log_message(self, format: str, *args: object) -> None:
-        sys.stderr.write("toolserver: %s %s\n" % (self.address_string(), format % args))
+        sys.stderr.write(f"toolserver: {self.address_string()} {format % args}\n")
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode("utf-8")
@@ -407,7 +407,7 @@ class UnixToolServer(_ServerMixin, socketserver.ThreadingMixIn, socketserver.Uni
     pass
 
 
-def _split_host_port(spec: str) -> Tuple[str, int]:
+def _split_host_port(spec: str) -> tuple[str, int]:
     if spec.startswith("["):
         host, _, rest = spec[1:].partition("]")
         port = rest[1:] if rest.startswith(":") else ""
@@ -463,7 +463,7 @@ def _inherited_server(fd: int) -> socketserver.BaseServer:
     return server
 
 
-def make_server(listen: str) -> Tuple[socketserver.BaseServer, str]:
+def make_server(listen: str) -> tuple[socketserver.BaseServer, str]:
     """A threaded server for a --listen spec, and the address clients should use."""
     if listen.startswith("unix:"):
         path = listen[len("unix:") :]
@@ -508,7 +508,7 @@ def _watch_lifeline(fd: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GDPval sandbox tool server (bash, python_exec).")
     parser.add_argument("--listen", required=True, help="127.0.0.1:PORT, [::1]:PORT, unix:/path or fd:N")
     parser.add_argument("--workspace", required=True, help="working directory of every command")
@@ -526,7 +526,7 @@ def _on_term(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     token = _read_token(args.token_file)
     workspace = os.path.abspath(args.workspace)

@@ -66,11 +66,7 @@ class LocalStorage(Storage):
         base = self._path(prefix)
         if not base.is_dir():
             return iter(())
-        keys = (
-            p.relative_to(self.root).as_posix()
-            for p in base.rglob("*")
-            if p.is_file() and not p.name.startswith(".tmp-")
-        )
+        keys = (p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file() and not p.name.startswith(".tmp-"))
         return iter(sorted(keys))
 
     def check(self) -> None:

@@ -56,7 +56,7 @@ class S3Storage(Storage):
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
 
     @classmethod
-    def from_uri(cls, uri: str, client=None) -> "S3Storage":
+    def from_uri(cls, uri: str, client=None) -> S3Storage:
         bucket, prefix = parse_s3_uri(uri)
         return cls(bucket, prefix, client)
 

@@ -38,10 +38,7 @@ READY_DEFINITION = (
     "completed = the share that ended with a final answer (status 'succeeded'). Missing samples are "
     "neither. Neither figure measures quality."
 )
-OFFICIAL_SCORE = (
-    "The official GDPval score comes from OpenAI's grader, which grades this package; this tool does "
-    "not score deliverables."
-)
+OFFICIAL_SCORE = "The official GDPval score comes from OpenAI's grader, which grades this package; this tool does not score deliverables."
 
 
 class SubmissionError(GdpvalError):
@@ -139,19 +136,13 @@ def _load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry
         record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
         entries = load_manifest(storage.get_text(layout.manifest(run)))
     except NotFound as exc:
-        raise SubmissionError(
-            f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name"
-        ) from None
+        raise SubmissionError(f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name") from None
     except ValidationError as exc:
-        raise SubmissionError(
-            f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}"
-        ) from None
+        raise SubmissionError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
     return record, entries
 
 
-def _load_results(
-    storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, Committed]
-) -> tuple[dict[str, SampleResult], list[str]]:
+def _load_results(storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, Committed]) -> tuple[dict[str, SampleResult], list[str]]:
     """Each sample's committed result, limited to the deliverables really present in storage."""
     results: dict[str, SampleResult] = {}
     warnings: list[str] = []
@@ -221,9 +212,7 @@ class _Builder:
         self._put(layout.package_info(prefix), (info.model_dump_json(indent=2) + "\n").encode())
         return info
 
-    def _copy(
-        self, entry: ManifestEntry, result: SampleResult | None, prefix: str, warnings: list[str]
-    ) -> SampleResult | None:
+    def _copy(self, entry: ManifestEntry, result: SampleResult | None, prefix: str, warnings: list[str]) -> SampleResult | None:
         """Copy a submission-ready sample's files into the package; unsafe names are left out and reported."""
         if result is None or not result.ready:
             return result

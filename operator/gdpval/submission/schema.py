@@ -21,9 +21,7 @@ STRINGS = pa.list_(pa.field("element", pa.string()))
 SUBMISSION_COLUMNS = (*BASE_COLUMNS, *RUBRIC_COLUMNS, "deliverable_text", "deliverable_files")
 _LIST_COLUMNS = {"reference_files", "reference_file_urls", "reference_file_hf_uris", "deliverable_files"}
 
-SUBMISSION_SCHEMA = pa.schema(
-    [pa.field(name, STRINGS if name in _LIST_COLUMNS else pa.string()) for name in SUBMISSION_COLUMNS]
-)
+SUBMISSION_SCHEMA = pa.schema([pa.field(name, STRINGS if name in _LIST_COLUMNS else pa.string()) for name in SUBMISSION_COLUMNS])
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -93,10 +91,23 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
     sample = entry.sample
     if result is None:
         return {
-            "sample_id": sample.sample_id, "task_id": sample.task_id, "repeat": sample.repeat, "attempt": None,
-            "status": MISSING, "error_kind": None, "error": "no committed attempt", "steps": 0,
-            "input_tokens": 0, "output_tokens": 0, "duration_s": 0.0, "api_errors": 0,
-            "deliverable_count": 0, "refused_count": 0, "submission_ready": False, "completed": False, "warnings": [],
+            "sample_id": sample.sample_id,
+            "task_id": sample.task_id,
+            "repeat": sample.repeat,
+            "attempt": None,
+            "status": MISSING,
+            "error_kind": None,
+            "error": "no committed attempt",
+            "steps": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "duration_s": 0.0,
+            "api_errors": 0,
+            "deliverable_count": 0,
+            "refused_count": 0,
+            "submission_ready": False,
+            "completed": False,
+            "warnings": [],
         }
     return {
         "sample_id": sample.sample_id,
