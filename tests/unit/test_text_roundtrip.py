@@ -11,19 +11,25 @@ carry them (`"\\ud800"`). What the project does with them, per path:
 - the transcript: kept, JSON-escaped (`\\ud800`), so json.loads gives the model's text back;
 - CR status, Events and the ledger ConfigMap go through the Kubernetes client's ASCII JSON, so
   they never fail to encode (the API server then stores U+FFFD);
-- dataset text (manifest, submission) and run settings never hold one: parquet strings are
-  UTF-8, and the API server's JSON cannot carry one into a spec.
+- dataset text (manifest, submission) and run settings never hold one: a parquet whose text is
+  not UTF-8 is refused as unreadable, settings given as bytes that are not UTF-8 are refused in
+  one line, and the API server's JSON cannot carry one into a spec.
 Example counts are small and derandomized, so CI sees the same cases every time.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx2
 import openai
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -37,7 +43,9 @@ from gdpval.controller import manifests as m
 from gdpval.controller import names as n
 from gdpval.controller.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.status import blocked_status, status_patch
+from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
+from gdpval.dataset.parquet import read_tasks
 from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manifest
 from gdpval.runner.attempt import Attempt, SandboxView, commit, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, storable
@@ -321,3 +329,26 @@ def test_a_10_mb_prompt(storage, tmp_path):
     with Transcript(tmp_path / "transcript.jsonl") as transcript:
         transcript.event("start", user=prompt)
     assert json.loads((tmp_path / "transcript.jsonl").read_text(encoding="utf-8"))["user"] == prompt
+
+
+# --- where lone surrogates cannot enter: dataset text and run settings -------------------------
+
+def test_dataset_text_that_is_not_utf8_is_refused():
+    columns = {c: pa.array(["x"]) for c in ("task_id", "sector", "occupation")}
+    columns["prompt"] = pa.array([b"bad \xed\xa0\x80 text"], pa.binary()).view(pa.string())  # a UTF-8-encoded surrogate
+    columns |= {c: pa.array([[]], pa.list_(pa.string())) for c in ("reference_files", "reference_file_urls", "reference_file_hf_uris")}
+    buffer = io.BytesIO()
+    pq.write_table(pa.table(columns), buffer)
+    with pytest.raises(DatasetError, match="not UTF-8.*re-download"):
+        read_tasks("data/train.parquet", buffer.getvalue())
+
+
+@pytest.mark.parametrize("flag", ["--model", "--system-prompt", "--sector"])
+def test_settings_that_are_not_utf8_are_refused_in_one_line(flag, tmp_path):
+    """Bytes that are not UTF-8 on the command line arrive as lone surrogates; the run refuses them before writing run.json."""
+    gdpval = str(Path(sys.executable).with_name("gdpval"))
+    argv = [gdpval, "run", "--dataset", str(tmp_path), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+            "--output", str(tmp_path / "out"), flag, "bad\udcff"]
+    done = subprocess.run([os.fsencode(a) for a in argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and flag in done.stderr, done.stderr
+    assert not list(tmp_path.rglob("run.json"))

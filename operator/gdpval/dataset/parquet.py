@@ -53,7 +53,10 @@ def tasks_from_table(table: pa.Table, name: str) -> list[Task]:
     if missing:
         raise DatasetError(f"{name} lacks the column(s) {', '.join(missing)}: a GDPval parquet needs {', '.join(BASE_COLUMNS)}")
     wanted = [col for col in (*BASE_COLUMNS, *RUBRIC_COLUMNS) if col in table.column_names]
-    rows = table.select(wanted).to_pylist()
+    try:
+        rows = table.select(wanted).to_pylist()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{name} holds text that is not UTF-8 ({exc.reason} at byte {exc.start}): re-download the dataset") from None
     return [_task(row, name, index) for index, row in enumerate(rows)]
 
 
