@@ -29,9 +29,16 @@ MAX_REQUEST_TIMEOUT_S = 600.0
 
 
 class ToolOutputLike(Protocol):
-    output: str
-    exit_code: int
-    timed_out: bool
+    """Read-only, so a frozen dataclass (the sandbox client's ToolOutput) fits."""
+
+    @property
+    def output(self) -> str: ...
+
+    @property
+    def exit_code(self) -> int: ...
+
+    @property
+    def timed_out(self) -> bool: ...
 
 
 class ToolBackend(Protocol):

@@ -329,16 +329,17 @@ def plan(messages: list[dict[str, Any]], hostile: bool = False, submit: bool = F
 def _plan(messages: list[dict[str, Any]], hostile: bool) -> Plan:
     info = parse_prompt(first_user_text(messages))
     calls = find_calls(messages)
-    sizes: dict[str, int | None] | None = {}
+    sizes: dict[str, int | None] = {}
     root = info.reference_root
     if root is not None:
         listing = _last_parsed(calls, "list", lambda r: parse_listing(r, root))
         if listing is None:
             command = list_command(list_targets(info))
             return _tool_plan(messages, calls, "list", "bash", {"command": command})
-        sizes = _last_parsed(calls, "sizes", parse_sizes)
-        if sizes is None:
+        measured = _last_parsed(calls, "sizes", parse_sizes)
+        if measured is None:
             return _tool_plan(messages, calls, "sizes", "python_exec", {"code": sizes_code(listing)})
+        sizes = measured
     if _last_parsed(calls, "write", parse_written) is None:
         path = os.path.join(info.deliverables_dir, DELIVERABLE_NAME)
         code = write_code(path, render_inventory(info, sizes)) + (hostile_code(info.deliverables_dir) if hostile else "")

@@ -187,9 +187,7 @@ class LocalSandbox:
 
     @property
     def address(self) -> str:
-        if self._runtime is None:
-            raise SandboxUnavailable("sandbox not started")
-        return f"unix:{self._runtime / 'tool.sock'}"
+        return f"unix:{self.runtime / 'tool.sock'}"
 
     @property
     def workspace_path(self) -> str:
@@ -227,9 +225,16 @@ class LocalSandbox:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
+    @property
+    def runtime(self) -> Path:
+        """The sandbox's private folder (socket, log, scratch), which exists from start() on."""
+        if self._runtime is None:
+            raise SandboxUnavailable("the sandbox has not been started")
+        return self._runtime
+
     def _env(self) -> dict[str, str]:
         """The whole environment of the server and its commands: nothing of the host's."""
-        tmp = "/tmp" if self.isolated else str(self._runtime / "tmp")
+        tmp = "/tmp" if self.isolated else str(self.runtime / "tmp")
         return {
             "PATH": CLEAN_PATH,
             "HOME": tmp,
@@ -288,11 +293,11 @@ class LocalSandbox:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline, self._lifeline = os.pipe()
         try:
-            listener.bind(str(self._runtime / "tool.sock"))
+            listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)
             fd = listener.fileno()
             argv = self._bwrap_argv(fd, lifeline) if self.isolated else self._plain_argv(fd, lifeline)
-            with open(self._runtime / "toolserver.log", "wb") as server_log:
+            with open(self.runtime / "toolserver.log", "wb") as server_log:
                 popen = functools.partial(
                     subprocess.Popen,
                     argv,
@@ -311,7 +316,7 @@ class LocalSandbox:
 
     def _server_log(self) -> str:
         try:
-            return (self._runtime / "toolserver.log").read_text(errors="replace").strip()[-2000:] or "(nothing)"
+            return (self.runtime / "toolserver.log").read_text(errors="replace").strip()[-2000:] or "(nothing)"
         except (OSError, TypeError):
             return "(no log)"
 

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Optional
+from typing import IO, Optional, Union, cast
 
 TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"
 DEFAULT_MAX_OUTPUT = 30000
@@ -165,7 +165,7 @@ def _pump(proc: subprocess.Popen, out: CappedOutput, deadline: float) -> bool:
     Once the main process has exited, background children that still hold the pipe get a
     short grace and are then no longer waited for.
     """
-    fd = proc.stdout.fileno()
+    fd = _stdout(proc).fileno()
     exited_at: Optional[float] = None
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -234,7 +234,7 @@ def run_command(
             timed_out = _wait_until(proc, start + timeout)
         if timed_out:
             kill_group(proc)
-            _drain(proc.stdout.fileno(), out)
+            _drain(_stdout(proc).fileno(), out)
         text, truncated = out.render()
         code = TIMEOUT_EXIT_CODE if timed_out else _exit_code(proc.returncode)
         if timed_out:
@@ -242,7 +242,13 @@ def run_command(
         return _result(text, code, timed_out, truncated, start)
     finally:
         registry.discard(proc)
-        proc.stdout.close()
+        _stdout(proc).close()
+
+
+def _stdout(proc: subprocess.Popen) -> IO[bytes]:
+    """The pipe every command is started with (stdout=PIPE)."""
+    assert proc.stdout is not None
+    return proc.stdout
 
 
 def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
@@ -343,7 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": f"unknown tool path {self.path}; tools: {', '.join(TOOL_NAMES)}"})
             return
         try:
-            result = self.server.tools.run(tool, self._read_json())
+            result = self._state().tools.run(tool, self._read_json())
         except BadRequest as exc:
             self._send(400, {"error": str(exc)})
             return
@@ -358,7 +364,11 @@ class Handler(BaseHTTPRequestHandler):
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(given.strip().encode(), self.server.token.encode())
+        return hmac.compare_digest(given.strip().encode(), self._state().token.encode())
+
+    def _state(self) -> _ServerMixin:
+        """Our servers carry the tools and the token (socketserver types `server` as its base class)."""
+        return cast(_ServerMixin, self.server)
 
     def _discard_body(self) -> None:
         """Read an unwanted body so closing the socket does not reset the client's read."""
@@ -396,7 +406,8 @@ class TCPToolServer(_ServerMixin, socketserver.ThreadingMixIn, HTTPServer):
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
 
 class TCPv6ToolServer(TCPToolServer):
@@ -447,10 +458,13 @@ def _is_socket(path: str) -> bool:
     return stat.S_ISSOCK(os.lstat(path).st_mode)
 
 
-def _inherited_server(fd: int) -> socketserver.BaseServer:
+ToolServer = Union[TCPToolServer, UnixToolServer]
+
+
+def _inherited_server(fd: int) -> ToolServer:
     sock = socket.socket(fileno=fd)
     if sock.family == socket.AF_UNIX:
-        server: socketserver.BaseServer = UnixToolServer(sock.getsockname(), Handler, bind_and_activate=False)
+        server: ToolServer = UnixToolServer(sock.getsockname(), Handler, bind_and_activate=False)
     elif sock.family in (socket.AF_INET, socket.AF_INET6):
         _loopback_ip(sock.getsockname()[0])
         cls = TCPv6ToolServer if sock.family == socket.AF_INET6 else TCPToolServer
@@ -463,7 +477,7 @@ def _inherited_server(fd: int) -> socketserver.BaseServer:
     return server
 
 
-def make_server(listen: str) -> tuple[socketserver.BaseServer, str]:
+def make_server(listen: str) -> tuple[ToolServer, str]:
     """A threaded server for a --listen spec, and the address clients should use."""
     if listen.startswith("unix:"):
         path = listen[len("unix:") :]
@@ -478,7 +492,7 @@ def make_server(listen: str) -> tuple[socketserver.BaseServer, str]:
     return server, _display_address(server)
 
 
-def _display_address(server: socketserver.BaseServer) -> str:
+def _display_address(server: ToolServer) -> str:
     name = server.socket.getsockname()
     if server.socket.family == socket.AF_UNIX:
         return f"unix:{name}"
