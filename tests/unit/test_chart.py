@@ -281,6 +281,8 @@ def test_operator_rules_cover_what_it_does() -> None:
         ("networking.k8s.io", "networkpolicies", "create"),
         ("", "secrets", "get"),
         ("", "events", "create"),
+        # Children carry blockOwnerDeletion: OwnerReferencesPermissionEnforcement (OpenShift) refuses them without it.
+        ("gdpval.io", "gdpvalruns/finalizers", "update"),
     }
     assert needed <= grants
     # The operator writes status only: no update/patch of runs, so no finalizer can be added by it.
@@ -303,7 +305,7 @@ def test_cluster_wide_uses_one_cluster_role_and_no_namespace_flag() -> None:
     (cluster_role,) = _operator_roles(docs, "ClusterRole")
     assert cluster_role["metadata"]["name"] == f"{NAMESPACE}-{RELEASE}-gdpval"
     resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
-    assert {"gdpvalruns", "pods", "jobs", "customresourcedefinitions"} <= resources
+    assert {"gdpvalruns", "gdpvalruns/finalizers", "pods", "jobs", "customresourcedefinitions"} <= resources
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
     assert watched_flags(operator_container(docs)["args"]) == []

@@ -101,6 +101,11 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns/status"]
   verbs: ["get", "patch"]
+# Children carry blockOwnerDeletion: where OwnerReferencesPermissionEnforcement is on (OpenShift)
+# the API server refuses them unless the creator may update the owner's finalizers.
+- apiGroups: ["gdpval.io"]
+  resources: ["gdpvalruns/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete"]
