@@ -17,8 +17,23 @@ GDPVAL = str(Path(sys.executable).with_name("gdpval"))
 
 
 def gdpval_run(dataset: Path, base_url: str, output: Path, *extra: str) -> subprocess.CompletedProcess:
-    args = [GDPVAL, "run", "--dataset", str(dataset), "--model", "scripted", "--base-url", base_url,
-            "--output", str(output), "--run-name", "t", "--concurrency", "4", *extra]
+    args = [
+        GDPVAL,
+        "run",
+        "--dataset",
+        str(dataset),
+        "--model",
+        "scripted",
+        "--base-url",
+        base_url,
+        "--output",
+        str(output),
+        "--run-name",
+        "t",
+        "--concurrency",
+        "4",
+        *extra,
+    ]
     return subprocess.run(args, capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 

@@ -31,8 +31,7 @@ def test_a_closed_port_is_connection_refused():
     with socket.create_server(("127.0.0.1", 0)) as sock:
         port = sock.getsockname()[1]
     assert refusal(f"http://127.0.0.1:{port}/v1") == (
-        f"cannot reach the model endpoint http://127.0.0.1:{port}/v1/ (connection refused): "
-        "check --base-url and that the server is running"
+        f"cannot reach the model endpoint http://127.0.0.1:{port}/v1/ (connection refused): check --base-url and that the server is running"
     )
 
 
@@ -66,8 +65,7 @@ def test_a_server_that_never_answers_times_out_after_the_timeout():
         started = time.monotonic()
         message = refusal(base_url)
     assert message == (
-        f"the model endpoint {base_url}/ accepted the connection but did not answer: timed out after 0.5 s, twice: "
-        "is the server overloaded or stuck?"
+        f"the model endpoint {base_url}/ accepted the connection but did not answer: timed out after 0.5 s, twice: is the server overloaded or stuck?"
     )
     assert time.monotonic() - started < 10
 
@@ -113,10 +111,7 @@ def test_a_busy_server_is_reported_with_its_status_and_body():
     body = '{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
     with http_server(503, body) as base_url:
         message = refusal(base_url)
-    assert message == (
-        f"the model endpoint {base_url}/ is up but answered HTTP 503 ({body}): "
-        "wait until it is ready (still loading a model?) or check its log"
-    )
+    assert message == (f"the model endpoint {base_url}/ is up but answered HTTP 503 ({body}): wait until it is ready (still loading a model?) or check its log")
 
 
 def test_a_long_error_body_is_cut_to_one_short_line():

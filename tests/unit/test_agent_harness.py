@@ -33,13 +33,13 @@ class Recording(StandIn):
         return super().handle(request)
 
 
-def run(tmp_path, fake: FakeClock, model: StandIn, tools: Tools, deadline: float = float("inf"), finish: str = "answer",
-        system: str | None = "system", **agent) -> tuple:
+def run(
+    tmp_path, fake: FakeClock, model: StandIn, tools: Tools, deadline: float = float("inf"), finish: str = "answer", system: str | None = "system", **agent
+) -> tuple:
     """The outcome and the transcript's events."""
     path = tmp_path / "transcript.jsonl"
     with Transcript(path) as transcript:
-        loop = AgentLoop(model.client(), ModelSettings(name="scripted"), AgentSettings(**agent), tools, transcript, deadline,
-                         fake.clock(), finish)
+        loop = AgentLoop(model.client(), ModelSettings(name="scripted"), AgentSettings(**agent), tools, transcript, deadline, fake.clock(), finish)
         outcome = loop.run(system, "user")
     return outcome, [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -50,9 +50,15 @@ def of_kind(events: list[dict], kind: str) -> list[dict]:
 
 def test_a_timeout_above_the_cap_gets_the_cap_and_the_transcript_records_both(tmp_path):
     fake = FakeClock()
-    model = StandIn(fake, [turn(tool_call("bash", '{"command": "make", "timeout": 5000}')),
-                           turn(tool_call("python_exec", '{"code": "1", "timeout": 12.5}')),
-                           turn(tool_call("bash", '{"command": "ls"}')), ANSWER])
+    model = StandIn(
+        fake,
+        [
+            turn(tool_call("bash", '{"command": "make", "timeout": 5000}')),
+            turn(tool_call("python_exec", '{"code": "1", "timeout": 12.5}')),
+            turn(tool_call("bash", '{"command": "ls"}')),
+            ANSWER,
+        ],
+    )
     tools = Tools(fake)
     outcome, events = run(tmp_path, fake, model, tools, command_timeout_seconds=60, max_command_timeout_seconds=900)
     assert outcome.steps == 4
@@ -95,14 +101,23 @@ SUBMIT = turn(tool_call("submit", '{"answer": "Report saved as report.docx."}', 
 
 def test_submit_ends_the_sample_with_its_answer_and_skips_later_calls(tmp_path):
     fake = FakeClock()  # the answer carries a raw newline, as llama.cpp sends them: accepted, marked repaired
-    both = turn(tool_call("bash", '{"command": "ls"}', "call_1"), tool_call("submit", '{"answer": "Done:\nall"}', "call_2"),
-                tool_call("bash", '{"command": "rm -rf x"}', "call_3"))
+    both = turn(
+        tool_call("bash", '{"command": "ls"}', "call_1"),
+        tool_call("submit", '{"answer": "Done:\nall"}', "call_2"),
+        tool_call("bash", '{"command": "rm -rf x"}', "call_3"),
+    )
     model, tools = Recording(fake, [both]), Tools(fake)
     outcome, events = run(tmp_path, fake, model, tools, finish="submit")
     assert (outcome.status.value, outcome.text, outcome.steps) == ("succeeded", "Done:\nall", 1)
     assert [args["command"] for _, args, _ in tools.calls] == ["ls"]
     assert of_kind(events, "submit")[0] | {"t": 0} == {
-        "t": 0, "event": "submit", "id": "call_2", "answer": "Done:\nall", "repaired_arguments": True, "ignored": ["call_3"]}
+        "t": 0,
+        "event": "submit",
+        "id": "call_2",
+        "answer": "Done:\nall",
+        "repaired_arguments": True,
+        "ignored": ["call_3"],
+    }
     assert [t["function"]["name"] for t in model.bodies[0]["tools"]] == ["bash", "python_exec", "submit"]
 
 

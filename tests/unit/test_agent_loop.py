@@ -84,16 +84,21 @@ def error(status: int, message: str, code: str | None = None, headers: dict | No
 
 def completion(message: dict) -> httpx2.Response:
     finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return reply(200, {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-    })
+    return reply(
+        200,
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "scripted",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        },
+    )
 
 
 ANSWER = completion({"content": "All done."})
-TOOL_CALL = completion({"content": None, "tool_calls": [
-    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]})
+TOOL_CALL = completion({"content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]})
 
 
 class StandIn:
@@ -137,8 +142,7 @@ def no_jitter(monkeypatch):
     monkeypatch.setattr("gdpval.agent.loop.random.random", lambda: 1.0)
 
 
-def run_loop(tmp_path, fake: FakeClock, model: StandIn, tools: Tools | None = None, max_steps: int = 250,
-             deadline: float = float("inf")):
+def run_loop(tmp_path, fake: FakeClock, model: StandIn, tools: Tools | None = None, max_steps: int = 250, deadline: float = float("inf")):
     model_settings, agent_settings = settings(max_steps)
     with Transcript(tmp_path / "transcript.jsonl") as transcript:
         loop = AgentLoop(model.client(), model_settings, agent_settings, tools or Tools(fake), transcript, deadline, fake.clock())
@@ -147,8 +151,10 @@ def run_loop(tmp_path, fake: FakeClock, model: StandIn, tools: Tools | None = No
 
 def test_429s_wait_as_long_as_retry_after_says(tmp_path):
     fake = FakeClock()
-    model = StandIn(fake, [error(429, "slow down", "rate_limit_exceeded", {"retry-after": "7"}),
-                           error(429, "slow down", "rate_limit_exceeded", {"retry-after": "2.5"}), ANSWER])
+    model = StandIn(
+        fake,
+        [error(429, "slow down", "rate_limit_exceeded", {"retry-after": "7"}), error(429, "slow down", "rate_limit_exceeded", {"retry-after": "2.5"}), ANSWER],
+    )
     outcome = run_loop(tmp_path, fake, model)
     assert fake.sleeps == [7.0, 2.5]
     assert (outcome.status, outcome.error_kind, outcome.text) == (SampleStatus.succeeded, None, "All done.")
@@ -212,11 +218,14 @@ def test_max_steps_ends_a_model_that_never_answers(tmp_path):
     assert outcome.usage.input_tokens == 30 and outcome.api_errors == 0 and fake.sleeps == []
 
 
-@pytest.mark.parametrize("response, kind", [
-    (error(400, "bad request"), ErrorKind.bad_request),
-    (error(400, "This model's maximum context length is 128000 tokens", "context_length_exceeded"), ErrorKind.context_length),
-    (error(401, "Incorrect API key provided", "invalid_api_key"), ErrorKind.auth),
-])
+@pytest.mark.parametrize(
+    "response, kind",
+    [
+        (error(400, "bad request"), ErrorKind.bad_request),
+        (error(400, "This model's maximum context length is 128000 tokens", "context_length_exceeded"), ErrorKind.context_length),
+        (error(401, "Incorrect API key provided", "invalid_api_key"), ErrorKind.auth),
+    ],
+)
 def test_non_retryable_errors_end_the_attempt_at_once(tmp_path, response, kind):
     fake = FakeClock()
     model = StandIn(fake, [response, ANSWER])

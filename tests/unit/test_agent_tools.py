@@ -60,13 +60,16 @@ def test_timeout_is_parsed_and_checked():
         assert "'timeout' must be a positive number" in parse_call("python_exec", f'{{"code": "1", "timeout": {bad}}}').problem
 
 
-@pytest.mark.parametrize("requested, remaining, applied", [
-    (None, 10_000, 180),   # no request: the default
-    (30, 10_000, 30),      # a shorter request is honoured
-    (900, 10_000, 600),    # a longer one gets the cap
-    (900, 100, 100),       # and never more than the sample has left
-    (None, 50, 50),
-])
+@pytest.mark.parametrize(
+    "requested, remaining, applied",
+    [
+        (None, 10_000, 180),  # no request: the default
+        (30, 10_000, 30),  # a shorter request is honoured
+        (900, 10_000, 600),  # a longer one gets the cap
+        (900, 100, 100),  # and never more than the sample has left
+        (None, 50, 50),
+    ],
+)
 def test_applied_timeout(requested, remaining, applied):
     assert applied_timeout(requested, default=180, cap=600, remaining=remaining) == applied
 

@@ -182,7 +182,7 @@ def test_task_without_references_writes_then_answers(tmp_path: Path):
 @pytest.mark.parametrize(
     "bad_result",
     [
-        "error: the arguments are not valid JSON (Expecting value); send {\"command\": \"...\"}",
+        'error: the arguments are not valid JSON (Expecting value); send {"command": "..."}',
         f"{script.LIST_BEGIN}\nfind: '/reference_files': No such file or directory\n{script.LIST_END}\n[exit code 0]",
         f"{script.LIST_BEGIN}\n{ROOT}/a.txt\n[... 4000 characters cut ...]\n{ROOT}/z.txt\n{script.LIST_END}\n[exit code 0]",
         f"{script.LIST_BEGIN}\n{ROOT}/a.txt\n[timed out after 180 s; the command was killed]",

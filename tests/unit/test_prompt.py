@@ -44,7 +44,6 @@ def test_template_is_filled_with_the_task_and_one_reference_per_line():
     refs = ["/r/a1/Budget {2024}.xlsx", "/r/b2/notes.txt"]
     _, user = compose(PromptSettings(template=template), "Plan the budget.\n", "/workspace", "/r", refs)
     assert user == (
-        "Plan the budget.\n\nFiles:\n/r/a1/Budget {2024}.xlsx\n/r/b2/notes.txt\n\n"
-        "Work in /workspace; save to /workspace/deliverable_files. {literal}"
+        "Plan the budget.\n\nFiles:\n/r/a1/Budget {2024}.xlsx\n/r/b2/notes.txt\n\nWork in /workspace; save to /workspace/deliverable_files. {literal}"
     )
     assert compose(PromptSettings(template="{prompt}|{references}|"), "x", "/w", "/r", [])[1] == "x||"

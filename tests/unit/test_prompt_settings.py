@@ -19,27 +19,33 @@ def problem(template: str) -> str:
     return caught.value.errors()[0]["msg"]
 
 
-@pytest.mark.parametrize("template", [
-    "default",
-    "{prompt}",
-    "{prompt}\n\nReference files:\n{references}\n\nWork in {workspace}, save to {deliverables}.",
-    "{{literal braces}} {prompt}",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "default",
+        "{prompt}",
+        "{prompt}\n\nReference files:\n{references}\n\nWork in {workspace}, save to {deliverables}.",
+        "{{literal braces}} {prompt}",
+    ],
+)
 def test_fillable_templates_pass(template):
     assert PromptSettings(template=template).template == template
 
 
-@pytest.mark.parametrize("template, says", [
-    ("{prompt} {references_list}", "unknown placeholder {references_list}; a template may use {prompt}, {references}, {workspace}, {deliverables}"),
-    ("{prompt} {}", "unknown placeholder {}"),
-    ("{prompt} {0}", "unknown placeholder {0}"),
-    ("{prompt.title}", "unknown placeholder {prompt.title}"),
-    ("{prompt:>{workspace}}", "unknown placeholder {prompt:>{workspace}}"),
-    ("{prompt!r}", "unknown placeholder {prompt!r}"),
-    ("{prompt", "not a valid template (expected '}' before end of string); write {{ and }} for literal braces"),
-    ("{prompt} }", "not a valid template (Single '}' encountered in format string)"),
-    ("Files: {references}", "the template has no {prompt}"),
-])
+@pytest.mark.parametrize(
+    "template, says",
+    [
+        ("{prompt} {references_list}", "unknown placeholder {references_list}; a template may use {prompt}, {references}, {workspace}, {deliverables}"),
+        ("{prompt} {}", "unknown placeholder {}"),
+        ("{prompt} {0}", "unknown placeholder {0}"),
+        ("{prompt.title}", "unknown placeholder {prompt.title}"),
+        ("{prompt:>{workspace}}", "unknown placeholder {prompt:>{workspace}}"),
+        ("{prompt!r}", "unknown placeholder {prompt!r}"),
+        ("{prompt", "not a valid template (expected '}' before end of string); write {{ and }} for literal braces"),
+        ("{prompt} }", "not a valid template (Single '}' encountered in format string)"),
+        ("Files: {references}", "the template has no {prompt}"),
+    ],
+)
 def test_unfillable_templates_are_refused_with_the_reason(template, says):
     assert says in problem(template)
 

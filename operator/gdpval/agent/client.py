@@ -35,9 +35,7 @@ def preflight(client: openai.OpenAI, model: str, timeout: float = PREFLIGHT_TIME
     except openai.APITimeoutError as exc:
         raise GdpvalError(f"the model endpoint {where} {_timed_out(exc, timeout)}: is the server overloaded or stuck?") from None
     except openai.APIConnectionError as exc:
-        raise GdpvalError(
-            f"cannot reach the model endpoint {where} ({_connection_problem(exc)}): check --base-url and that the server is running"
-        ) from None
+        raise GdpvalError(f"cannot reach the model endpoint {where} ({_connection_problem(exc)}): check --base-url and that the server is running") from None
     except openai.APIStatusError as exc:
         if exc.status_code < 500:
             return  # some OpenAI-compatible servers have no /models; the first sample will tell

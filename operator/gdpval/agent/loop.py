@@ -169,8 +169,9 @@ class AgentLoop:
             for index, call in enumerate(calls):
                 parsed = parse_call(call.function.name, call.function.arguments, self.offered)
                 if parsed.name == "submit" and not parsed.problem:
-                    self.transcript.event("submit", id=call.id, answer=parsed.argument, repaired_arguments=parsed.repaired,
-                                          ignored=[later.id for later in calls[index + 1 :]])
+                    self.transcript.event(
+                        "submit", id=call.id, answer=parsed.argument, repaired_arguments=parsed.repaired, ignored=[later.id for later in calls[index + 1 :]]
+                    )
                     self._succeed(parsed.argument)
                     return
                 messages.append(self._run_tool(call, parsed))
@@ -189,9 +190,7 @@ class AgentLoop:
         for retry in range(MAX_API_RETRIES + 1):
             timeout = min(MAX_REQUEST_TIMEOUT_S, self._remaining())
             try:
-                response = self.client.with_options(timeout=timeout, max_retries=0).chat.completions.create(
-                    **self._request(messages)
-                )
+                response = self.client.with_options(timeout=timeout, max_retries=0).chat.completions.create(**self._request(messages))
             except openai.OpenAIError as exc:
                 self._retry_or_fail(exc, retry)
                 continue
@@ -223,9 +222,7 @@ class AgentLoop:
     def _accept(self, response):
         usage = response.usage
         if usage is not None:
-            self.outcome.usage = self.outcome.usage.add(
-                Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
-            )
+            self.outcome.usage = self.outcome.usage.add(Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0))
         if not response.choices:
             raise LoopFailure(ErrorKind.bad_request, "the model API returned no choices")
         message = response.choices[0].message
@@ -241,8 +238,14 @@ class AgentLoop:
     def _run_tool(self, call, parsed: ParsedCall) -> dict[str, Any]:
         content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
         self.transcript.event(
-            "tool_result", id=call.id, name=parsed.name, content=content, rejected=bool(parsed.problem),
-            repaired_arguments=parsed.repaired, timeout_requested=parsed.timeout, timeout_applied=timeout,
+            "tool_result",
+            id=call.id,
+            name=parsed.name,
+            content=content,
+            rejected=bool(parsed.problem),
+            repaired_arguments=parsed.repaired,
+            timeout_requested=parsed.timeout,
+            timeout_applied=timeout,
         )
         return {"role": "tool", "tool_call_id": storable(call.id), "content": storable(content)}
 
@@ -273,8 +276,7 @@ def assistant_message(message) -> dict[str, Any]:
         "role": "assistant",
         "content": storable(message.content or ""),
         "tool_calls": [
-            {"id": storable(c.id), "type": "function",
-             "function": {"name": storable(c.function.name), "arguments": storable(c.function.arguments)}}
+            {"id": storable(c.id), "type": "function", "function": {"name": storable(c.function.name), "arguments": storable(c.function.arguments)}}
             for c in message.tool_calls
         ],
     }

@@ -56,9 +56,7 @@ def task_message(prompt: str, workspace: str, reference_root: str, references: l
 
 def fill_template(template: str, prompt: str, workspace: str, references: list[str]) -> str:
     """A user template (checked by PromptSettings) filled in; {references} is one path per line."""
-    return template.format(
-        prompt=prompt.rstrip(), references="\n".join(references), workspace=workspace, deliverables=deliverables_dir(workspace)
-    )
+    return template.format(prompt=prompt.rstrip(), references="\n".join(references), workspace=workspace, deliverables=deliverables_dir(workspace))
 
 
 def system_message(settings: PromptSettings) -> str | None:

@@ -32,12 +32,14 @@ TOOLS: list[dict[str, Any]] = [
     _work_tool(
         "bash",
         "Run a bash command in the working directory. Returns combined stdout/stderr and the exit code.",
-        "command", "The command to run.",
+        "command",
+        "The command to run.",
     ),
     _work_tool(
         "python_exec",
         "Run a Python 3 program in the working directory. Print what you want to see.",
-        "code", "The Python source to run.",
+        "code",
+        "The Python source to run.",
     ),
 ]
 
@@ -83,7 +85,7 @@ def parse_call(name: str, raw_arguments: str | None, offered: Sequence[str] = WO
     try:
         args, repaired = loads_lenient(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
-        return ParsedCall(name, problem=f"error: the arguments are not valid JSON ({exc.msg}); send {{\"{field}\": \"...\"}}")
+        return ParsedCall(name, problem=f'error: the arguments are not valid JSON ({exc.msg}); send {{"{field}": "..."}}')
     if not isinstance(args, dict):
         args = {}
     value = args.get(field)

@@ -24,7 +24,7 @@ class Transcript:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "Transcript":
+    def __enter__(self) -> Transcript:
         return self
 
     def __exit__(self, *exc: object) -> None:

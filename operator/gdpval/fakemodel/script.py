@@ -284,11 +284,7 @@ def hostile_code(folder: str) -> str:
 
 def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
     """Our tool calls in order, each with its result text (None if not answered)."""
-    results = {
-        m["tool_call_id"]: message_text(m.get("content"))
-        for m in messages
-        if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)
-    }
+    results = {m["tool_call_id"]: message_text(m.get("content")) for m in messages if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)}
     calls: list[Call] = []
     for message in messages:
         tool_calls = message.get("tool_calls") if message.get("role") == "assistant" else None
@@ -313,8 +309,7 @@ def _last_parsed(calls: list[Call], step: str, parse: Callable[[str], Any]) -> A
 def offers_tool(tools: Any, name: str) -> bool:
     """Whether a request's ``tools`` list has a function tool of this name."""
     return isinstance(tools, list) and any(
-        isinstance(tool, dict) and isinstance(tool.get("function"), dict) and tool["function"].get("name") == name
-        for tool in tools
+        isinstance(tool, dict) and isinstance(tool.get("function"), dict) and tool["function"].get("name") == name for tool in tools
     )
 
 
@@ -347,9 +342,7 @@ def _plan(messages: list[dict[str, Any]], hostile: bool) -> Plan:
     return _plan_for(messages, calls, "answer", text=summary(info, sizes))
 
 
-def _tool_plan(
-    messages: list[dict[str, Any]], calls: list[Call], step: str, tool: str, arguments: dict[str, str]
-) -> Plan:
+def _tool_plan(messages: list[dict[str, Any]], calls: list[Call], step: str, tool: str, arguments: dict[str, str]) -> Plan:
     failed = sum(1 for c in calls if c.step == step and c.tag == "ok")
     if failed >= MAX_FAILED_ATTEMPTS:
         text = f"Stopped: the {step} step failed {failed} times, so no inventory was completed."

@@ -200,7 +200,7 @@ class FakeModel:
                 body = json.loads(raw or b"{}")
                 self.gate.hold(body.get("after", 0) if isinstance(body, dict) else None)
             except ValueError as exc:
-                return invalid(f"Send {{\"after\": n}} with a whole number n >= 0: {exc}.", param="after")
+                return invalid(f'Send {{"after": n}} with a whole number n >= 0: {exc}.', param="after")
         elif action == "release":
             self.gate.release()
         return Reply(200, self.stats())
@@ -317,10 +317,7 @@ class FakeModel:
         if fault == "500":
             return error_reply(500, f"The server had an error while processing your request {injected}.", "server_error", None)
         tokens = _CONTEXT_WINDOW + estimate_tokens(messages)
-        message = (
-            f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. "
-            f"However, your messages resulted in {tokens} tokens {injected}."
-        )
+        message = f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. However, your messages resulted in {tokens} tokens {injected}."
         return invalid(message, "context_length_exceeded", "messages")
 
     def _completion(self, digest: str, messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes; avoid the 40 ms ACK stall
-    server: "_HTTPServer"
+    server: _HTTPServer
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -460,7 +457,7 @@ class FakeModelServer:
     def base_url(self) -> str:
         return self.url + "/v1"
 
-    def start(self) -> "FakeModelServer":
+    def start(self) -> FakeModelServer:
         self._thread.start()
         return self
 
@@ -485,7 +482,7 @@ class FakeModelServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeModelServer":
+    def __enter__(self) -> FakeModelServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -507,9 +504,7 @@ def start_background(
     hold_after: int | None = None,
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
-    config = FakeModelConfig(
-        model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after
-    )
+    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after)
     return FakeModelServer(host, port, config).start()
 
 
