@@ -80,6 +80,7 @@ class FakeKube(Kube):
         self.statuses: dict[Key, dict] = {}
         self.status_writes = 0
         self.pods_created: list[tuple[str, int]] = []  # (sample, attempt) of every sample pod created
+        self.jobs_created: list[str] = []  # the component of every Job created
         self.calls: list[str] = []
         self.armed: dict[tuple[str, bool], Callable[[], None]] = {}
         self.crash_at_call: tuple[int, bool] | None = None
@@ -185,7 +186,9 @@ class FakeKube(Kube):
 
     @_call
     def create_job(self, manifest: Mapping[str, Any]) -> str | None:
-        self.jobs.setdefault(_key(manifest), self._stored(manifest, {"active": 1}))
+        if _key(manifest) not in self.jobs:
+            self.jobs[_key(manifest)] = self._stored(manifest, {"active": 1})
+            self.jobs_created.append(parse_job(manifest).component)
         return None
 
     @_call

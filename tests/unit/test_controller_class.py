@@ -232,3 +232,27 @@ def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, after
         assert set(created.values()) == {1}, f"crash at call {call}: an attempt got a second pod: {created}"
         assert {e.attempt for e in op.ledger().values()} == {1}, f"crash at call {call} cost an attempt"
         assert len(created) == len(ENTRIES) and op.kube.statuses[(NS, NAME)]["samples"]["succeeded"] == len(ENTRIES)
+        op.kube.crash_at_call = None
+        op.reconcile()
+        jobs = Counter(op.kube.jobs_created)
+        assert jobs == Counter({n.COMPONENT_PREPARE: 1, n.COMPONENT_ASSEMBLE: 1}), f"crash at call {call} re-created a Job: {jobs}"
+        assert not op.kube.jobs, f"crash at call {call} left a Job of the finished run"
+
+
+def test_a_crash_before_a_failed_run_stops_its_job_stops_it_after_the_restart(tmp_path):
+    """The deadline passes while the assemble Job runs: the status says Failed before the Job goes."""
+    op = Operator(tmp_path, spec={**SPEC, "deadlineSeconds": 3600})
+    while op.state != "Assembling":
+        op.reconcile()
+        if op.state != "Assembling":
+            op.play()
+    assert op.job(n.COMPONENT_ASSEMBLE)["status"]["active"]
+    op.clock.now += 3600
+    op.kube.fail("delete_job", Crash("killed"))
+    with pytest.raises(Crash):
+        op.reconcile()
+    assert op.state == "Failed", "the terminal status is written before the Jobs are deleted"
+    op.restart()
+    op.reconcile()
+    assert op.state == "Failed" and not op.kube.jobs, "a restarted operator stops the Job of a failed run"
+    assert Counter(op.kube.jobs_created) == Counter({n.COMPONENT_PREPARE: 1, n.COMPONENT_ASSEMBLE: 1})

@@ -1,5 +1,7 @@
 """A plan's effects on the cluster: the ledger, deletions, creations, the status, then Events.
 
+The worker writes a terminal status before `apply`, so a run's end is recorded before its Jobs go.
+
 Every call is idempotent (see `kube`), so a pass that dies halfway is simply repeated. Blocking
 calls run in threads, or the whole of `apply` does.
 """

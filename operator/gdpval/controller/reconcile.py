@@ -8,8 +8,9 @@ Per-sample state lives in three places, each the authority for one thing:
   outcome of each ended attempt, written *before* its pod is deleted.
 
 Effects are applied in that order (ledger, then pod deletions, then creations), and every one is
-idempotent. A SIGKILL between any two of them leaves a state the next pass reads correctly: a
-recorded pod still present is only deleted; an in-flight entry without a pod is checked against
+idempotent; a terminal status is written before the deletions that end the run, and a pass that
+reads a terminal status only deletes. A SIGKILL between any two of them leaves a state the next
+pass reads correctly: a recorded pod still present is only deleted; an in-flight entry without a pod is checked against
 S3 and a direct GET, then either resumed under the same attempt number (nothing was written) or
 counted as lost (something was), never run twice beside a live pod. A new attempt starts only
 after the previous one is recorded as ended, and never after a success.
@@ -305,6 +306,10 @@ def _fail(obs: Observed, plan: Plan, reason: str, message: str) -> None:
     for pod in obs.pods:
         if pod.component == n.COMPONENT_SAMPLE and not pod.terminal:
             _delete(plan, pod)
+    _stop_jobs(obs, plan)
+
+
+def _stop_jobs(obs: Observed, plan: Plan) -> None:
     for job in obs.jobs.values():
         if job.active and job.name not in plan.delete_jobs:
             plan.delete_jobs.append(job.name)
@@ -428,13 +433,18 @@ def decide(obs: Observed) -> Plan:
 
 
 def _settled(obs: Observed, plan: Plan) -> Plan:
-    """A finished run only tidies up: stragglers deleted, counts kept as they were."""
+    """A finished run only tidies up: stragglers deleted, counts kept as they were; it never creates.
+
+    Its status was written before its last deletions, so a failed run may still have a Job running.
+    """
     prev = obs.status
     plan.state, plan.reason = prev.state, next((c.reason for c in prev.conditions if c.type == prev.state and c.status == "True"), prev.state)
     plan.message = next((c.message for c in prev.conditions if c.type == prev.state), "")
     for pod in obs.pods:
         if pod.component == n.COMPONENT_SAMPLE and (not pod.terminal or not keep_pod(obs.spec, Outcome.lost if prev.state == "Failed" else Outcome.succeeded)):
             _delete(plan, pod)
+    if prev.state == "Failed":
+        _stop_jobs(obs, plan)
     _cleanup_jobs(obs, plan)
     if obs.samples is not None:
         plan.tally = tally(obs.spec, obs.samples, plan.ledger)

@@ -2,7 +2,8 @@
 
 Watch events only wake a worker. A pass gathers what it needs (`gather`), asks the pure
 `reconcile.decide`, then applies the plan (`effects`): ledger, children, status, and Events last,
-so an Event never tells of a status that was not written. Passes of one run are at least
+so an Event never tells of a status that was not written (a terminal status goes before the
+children, see `_finish_pass`). Passes of one run are at least
 `min_interval` apart: that is the status write rate limit.
 """
 
@@ -242,12 +243,18 @@ class Controller:
         return BLOCKED_RETRY_SECONDS
 
     async def _finish_pass(self, worker: RunWorker, ctx: RunContext, obs: Observed, plan: Plan, ledger_version: str | None) -> float:
-        """The ledger first, then children, then status; Events only once the status is written."""
+        """The ledger first, then children, then status; Events only once the status is written.
+
+        A terminal status goes before the children: once it is written, no later pass creates a Job,
+        so a crash between it and the deletions that end the run cannot bring a deleted Job back.
+        """
         await self.effects.write_ledger(ctx, obs, plan, ledger_version)
-        if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
-            worker.wake.set()  # the next pass reports the refusal in status
         settled = obs.status.state in TERMINAL_STATES
         status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
+        if status.state in TERMINAL_STATES:
+            await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
+        if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
+            worker.wake.set()  # the next pass reports the refusal in status
         await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
         await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
