@@ -81,6 +81,7 @@ class FakeKube(Kube):
         self.status_writes = 0
         self.pods_created: list[tuple[str, int]] = []  # (sample, attempt) of every sample pod created
         self.jobs_created: list[str] = []  # the component of every Job created
+        self.refuse_pods: str | None = None  # while set, pod creates are refused with this message (quota, admission)
         self.calls: list[str] = []
         self.armed: dict[tuple[str, bool], Callable[[], None]] = {}
         self.crash_at_call: tuple[int, bool] | None = None
@@ -173,6 +174,8 @@ class FakeKube(Kube):
 
     @_call
     def create_pod(self, manifest: Mapping[str, Any]) -> str | None:
+        if self.refuse_pods:
+            return self.refuse_pods
         if _key(manifest) not in self.pods:
             self.pods[_key(manifest)] = self._stored(manifest, {"phase": "Pending"})
             view = parse_pod(manifest)

@@ -214,6 +214,45 @@ def test_a_crash_after_the_ledger_write_resumes_the_same_attempt(tmp_path):
     assert Counter(op.kube.pods_created) == Counter({(e.sample.sample_id, 1): 1 for e in ENTRIES[:2]})
 
 
+class CountingStorage(LocalStorage):
+    """The run's output, counting the reads a pass makes (S3 GETs and LISTs in the cluster)."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.reads = 0
+
+    def get_bytes(self, key: str) -> bytes:
+        self.reads += 1
+        return super().get_bytes(key)
+
+    def list(self, prefix: str):
+        self.reads += 1
+        return super().list(prefix)
+
+
+def test_refused_creates_are_not_probed_during_their_backoff(tmp_path):
+    op = Operator(tmp_path)
+    op.storage = storage = CountingStorage(tmp_path / "counted")
+    op.reconcile()
+    op.play()
+    op.kube.refuse_pods = "exceeded quota: pods=0"
+    op.reconcile()
+    assert not op.sample_pods() and len(op.ledger()) == 2 and op.state == "Running"
+    reads, gets = storage.reads, op.kube.calls.count("pod_exists")
+    for _ in range(5):
+        op.clock.now += 5
+        op.reconcile()
+    assert (storage.reads - reads, op.kube.calls.count("pod_exists") - gets) == (0, 0), "entries waiting out a refused create are not probed"
+    ready = next(c for c in op.kube.statuses[(NS, NAME)]["conditions"] if c["type"] == "Running")
+    assert ready["reason"] == "PodsNotStarting" and "exceeded quota" in ready["message"]
+    op.kube.refuse_pods = None
+    op.clock.now += 10
+    reads, gets = storage.reads, op.kube.calls.count("pod_exists")
+    op.reconcile()
+    assert op.kube.calls.count("pod_exists") - gets == 2 and storage.reads - reads == 4, "one probe per lost entry: a pod GET, an S3 GET and a LIST"
+    assert len(op.sample_pods("Pending")) == 2
+
+
 def _calls_of_a_clean_run(tmp_path: Path) -> int:
     op = Operator(tmp_path)
     op.drive()

@@ -176,6 +176,15 @@ def test_vanished_pod_without_files_is_restarted_under_the_same_attempt():
     assert plan.create_pods == [("t0-r0", 1)] and plan.ledger["t0-r0"].pods == 2 and plan.tally.retried == 1
 
 
+def test_an_entry_waiting_out_a_refused_create_is_not_probed():
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
+    o = obs(ledger=ledger, create_failures={"t0-r0": (NOW - 10, "exceeded quota")})
+    assert needed_probes(o) == [("t1-r0", 1)]
+    plan = decide(o)
+    assert plan.create_pods == [] and plan.wake_at == [NOW + 20] and plan.waiting == ["t0-r0: pod creation failed: exceeded quota"]
+    assert needed_probes(replace(o, now=NOW + 20)) == [("t0-r0", 1), ("t1-r0", 1)]
+
+
 def test_vanished_pod_with_files_is_lost_and_with_result_committed():
     ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
     probes = {("t0-r0", 1): Probe(has_files=True), ("t1-r0", 1): Probe(committed=OK, has_files=True)}

@@ -50,10 +50,9 @@ class Gatherer:
         try:
             storage = self._storage(memory, ctx, check.s3_credentials)
             ledger, version = await asyncio.to_thread(self._load_ledger, ctx, storage, obs.now)
-            obs = replace(obs, ledger=ledger, blockers=tuple(blockers))
+            obs = replace(obs, ledger=ledger, blockers=tuple(blockers), create_failures=dict(memory.create_failures))
             obs = await _load_samples(memory, ctx, storage, obs)
-            probes = await asyncio.to_thread(self._probes, ctx, storage, obs)
-            obs = replace(obs, probes=probes, create_failures=dict(memory.create_failures))
+            obs = replace(obs, probes=await asyncio.to_thread(self._probes, ctx, storage, obs))
             return await _load_submission(ctx, storage, obs), version
         except StorageError as exc:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))

@@ -125,16 +125,20 @@ def _sample_pods(obs: Observed) -> list[PodView]:
 
 
 def needed_probes(obs: Observed) -> list[tuple[str, int]]:
-    """Attempts whose outcome must be read from S3 before this pass can decide them."""
+    """Attempts whose outcome must be read from S3 before this pass can decide them, each once.
+
+    An in-flight entry waiting out a refused create has no pod and nothing in S3 (it was probed
+    before that create): probing it on every pass of the backoff would only cost calls.
+    """
     wanted: list[tuple[str, int]] = []
     present = {(p.sample, p.attempt) for p in _sample_pods(obs)}
     for pod in _sample_pods(obs):
         if pod.terminal and _is_current(obs.ledger.get(pod.sample), pod):
             wanted.append((pod.sample, pod.attempt))
     for sample, entry in sorted(obs.ledger.items()):
-        if entry.outcome == Outcome.running and (sample, entry.attempt) not in present:
+        if entry.outcome == Outcome.running and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
-    return wanted
+    return list(dict.fromkeys(wanted))
 
 
 def _stuck(spec: GdpvalRunSpec, pod: PodView, now: float) -> str:
@@ -222,7 +226,7 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
     """In-flight entries whose pod is gone: committed, lost, or safe to start again."""
     present = {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
     for sample, entry in sorted(plan.ledger.items()):
-        if entry.outcome != Outcome.running or (sample, entry.attempt) in present:
+        if entry.outcome != Outcome.running or (sample, entry.attempt) in present or _create_backoff(obs, plan, sample):
             continue
         probe = obs.probes.get((sample, entry.attempt))
         if probe is None or probe.pod_exists:
@@ -232,10 +236,14 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
             if probe.committed is None:
                 plan.notes.append(Note("AttemptLost", f"the pod of {sample} attempt {entry.attempt} disappeared mid-upload", warning=True))
             continue
-        if suspended or _create_backoff(obs, plan, sample):
+        if suspended:
             continue
         plan.ledger[sample] = replace(entry, pods=entry.pods + 1)
         plan.create_pods.append((sample, entry.attempt))
+
+
+def _in_create_backoff(obs: Observed, sample: str) -> bool:
+    return create_retry_at(obs.create_failures.get(sample), obs.now) is not None
 
 
 def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
