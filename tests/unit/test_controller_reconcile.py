@@ -9,6 +9,7 @@ from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Outcome
 from gdpval.controller.observe import JobView, PodView
+from gdpval.controller.policy import MAX_RECREATIONS
 from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, decide, needed_probes
 
 NOW = 1_000_000.0
@@ -174,6 +175,35 @@ def test_vanished_pod_without_files_is_restarted_under_the_same_attempt():
     assert needed_probes(o) == [("t0-r0", 1)]
     plan = decide(replace(o, probes={("t0-r0", 1): Probe()}))
     assert plan.create_pods == [("t0-r0", 1)] and plan.ledger["t0-r0"].pods == 2 and plan.tally.retried == 1
+
+
+def test_a_pod_that_keeps_vanishing_costs_its_attempt_after_the_cap():
+    o = obs(ledger={"t0-r0": Entry(1, Outcome.running)}, samples=("t0-r0",), probes={("t0-r0", 1): Probe()})
+    for recreated in range(1, MAX_RECREATIONS + 1):
+        plan = decide(o)
+        assert plan.create_pods == [("t0-r0", 1)] and plan.ledger["t0-r0"].recreated == recreated
+        o = replace(o, ledger=plan.ledger)
+    plan = decide(o)
+    entry = plan.ledger["t0-r0"]
+    assert (entry.outcome, entry.reason, entry.attempt) == (Outcome.lost, "PodLost", 1) and plan.create_pods == []
+    assert [note.reason for note in plan.notes] == ["AttemptLost"]
+    plan = decide(replace(o, ledger=plan.ledger, now=NOW + 10, probes={}))
+    assert plan.create_pods == [("t0-r0", 2)] and plan.ledger["t0-r0"].recreated == 0
+
+
+def test_a_preempted_pod_is_recreated_under_the_same_attempt():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    preempted = pod("t0-r0", phase="Failed", failure="agent-Error-exit137", disrupted=True)
+    o = obs(ledger=ledger, spec=spec(parallelism=1), pods=(preempted,))
+    assert needed_probes(o) == [("t0-r0", 1)]
+    plan = decide(replace(o, probes={("t0-r0", 1): Probe()}))
+    assert plan.ledger == ledger and plan.delete_pods == [preempted.name] and plan.create_pods == []
+    assert [note.reason for note in plan.notes] == ["PodDisrupted"]
+    plan = decide(replace(o, pods=(), probes={("t0-r0", 1): Probe()}))
+    assert plan.create_pods == [("t0-r0", 1)] and plan.ledger["t0-r0"].attempt == 1 and plan.ledger["t0-r0"].recreated == 1
+    # Disrupted mid-upload: the attempt's folder is not clean, so it ends like any lost attempt.
+    plan = decide(replace(o, probes={("t0-r0", 1): Probe(has_files=True)}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost and plan.delete_pods == [preempted.name]
 
 
 def test_an_entry_waiting_out_a_refused_create_is_not_probed():

@@ -19,6 +19,15 @@ def test_entry_round_trip_and_reason_cleaning():
     assert lg.Entry.decode(lg.first_attempt().encode()) == lg.first_attempt()
 
 
+def test_recreations_round_trip_and_old_entries_still_decode():
+    e = lg.Entry(2, lg.Outcome.running, pods=5, recreated=2)
+    assert e.encode() == "2 r 5 0 0 0 0 +2" and lg.Entry.decode(e.encode()) == e
+    lost = e.finish(NOW, None, "PodLost")
+    assert lg.Entry.decode(lost.encode()) == lost and lost.recreated == 2
+    assert lg.Entry.decode("1 x 2 9 0 0 0 agent-Error-exit1") == lg.Entry(1, lg.Outcome.lost, 2, 9, reason="agent-Error-exit1")
+    assert e.recreate().recreated == 3 and e.recreate().pods == 6 and e.start(3).recreated == 0
+
+
 def test_finish_accumulates_tokens_over_attempts():
     e = lg.first_attempt().finish(10, lg.Committed(False, "max_steps", 3, 4, 1))
     e = e.start(2).finish(20, lg.Committed(True, "", 10, 20, 0))
@@ -73,6 +82,17 @@ def test_parse_failed_pod_keeps_the_termination_message():
     assert p.failure == "agent-Error-exit2" and p.message == "error: bucket missing" and p.terminal
     evicted = parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "too long"}})
     assert evicted.failure == "DeadlineExceeded"
+
+
+def test_parse_pod_tells_a_disruption_from_a_failure():
+    def failed(**status) -> bool:
+        return parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Failed", **status}}).disrupted
+
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    assert parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Running", "conditions": [condition]}}).disrupted
+    assert failed(reason="Evicted", message="The node was low on resource: memory.")
+    assert failed(reason="Preempted") and failed(reason="Terminated", message="Pod was terminated in response to imminent node shutdown.")
+    assert not failed(reason="DeadlineExceeded") and not failed(conditions=[{**condition, "status": "False"}]) and not parse_pod(POD).disrupted
 
 
 def test_parse_job():

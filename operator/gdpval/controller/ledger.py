@@ -57,20 +57,29 @@ class Entry:
     output_tokens: int = 0
     api_errors: int = 0
     reason: str = ""  # why the last attempt failed
+    recreated: int = 0  # pods of this attempt that vanished or were disrupted before writing anything, re-created
 
     def encode(self) -> str:
+        """Seven numbers, `+recreated` when nonzero (a reason never starts with "+"), then the reason."""
         fields = (self.attempt, self.outcome.value, self.pods, self.ended, self.input_tokens, self.output_tokens, self.api_errors)
-        return " ".join(str(f) for f in fields) + (f" {self.reason}" if self.reason else "")
+        text = " ".join(str(f) for f in fields) + (f" +{self.recreated}" if self.recreated else "")
+        return text + (f" {self.reason}" if self.reason else "")
 
     @classmethod
     def decode(cls, text: str) -> Entry:
-        parts = text.split(" ", 7)
+        parts = text.split(" ")
         attempt, outcome, pods, ended, tin, tout, errs = parts[:7]
-        return cls(int(attempt), Outcome(outcome), int(pods), int(ended), int(tin), int(tout), int(errs), parts[7] if len(parts) > 7 else "")
+        rest = parts[7:]
+        recreated = int(rest.pop(0)[1:]) if rest and rest[0].startswith("+") else 0
+        return cls(int(attempt), Outcome(outcome), int(pods), int(ended), int(tin), int(tout), int(errs), " ".join(rest), recreated)
 
     def start(self, attempt: int) -> Entry:
-        """A new pod for `attempt` (the same number again when the lost one left nothing behind)."""
-        return replace(self, attempt=attempt, outcome=Outcome.running, pods=self.pods + 1, ended=0, reason="")
+        """A new pod for a new `attempt`."""
+        return replace(self, attempt=attempt, outcome=Outcome.running, pods=self.pods + 1, ended=0, reason="", recreated=0)
+
+    def recreate(self) -> Entry:
+        """Another pod for the same attempt: the last one left nothing behind."""
+        return replace(self, pods=self.pods + 1, recreated=self.recreated + 1)
 
     def finish(self, now: float, committed: Committed | None, reason: str = "") -> Entry:
         if committed is None:

@@ -13,6 +13,9 @@ from gdpval.controller import names as n
 PERMANENT_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"})
 # Waiting reasons worth reporting while the pending timeout runs.
 NOTABLE_WAITING = PERMANENT_WAITING | {"ErrImagePull", "ImagePullBackOff", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
+# A failed pod's status.reason when the cluster, not the pod, ended it (scheduler or kubelet
+# preemption, node-pressure eviction, graceful node shutdown).
+DISRUPTION_REASONS = frozenset({"Preempted", "Preempting", "Evicted", "Terminated", "Shutdown", "NodeShutdown"})
 
 
 def parse_time(text: str | None) -> float:
@@ -39,6 +42,7 @@ class PodView:
     unschedulable: str = ""
     failure: str = ""  # why a Failed pod failed, short
     message: str = ""  # termination message of the failed container (logs tail), for conditions
+    disrupted: bool = False  # ended by the cluster (DisruptionTarget, preemption, eviction, node shutdown)
 
     @property
     def terminal(self) -> bool:
@@ -74,6 +78,12 @@ def _unschedulable(status: Mapping[str, Any]) -> str:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
             return cond.get("message", "Unschedulable")
     return ""
+
+
+def _disrupted(status: Mapping[str, Any]) -> bool:
+    if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions", [])):
+        return True
+    return status.get("phase") == "Failed" and status.get("reason") in DISRUPTION_REASONS
 
 
 def _failure(status: Mapping[str, Any]) -> tuple[str, str]:
@@ -112,6 +122,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         unschedulable=_unschedulable(status),
         failure=failure,
         message=message,
+        disrupted=_disrupted(status),
     )
 
 

@@ -18,6 +18,9 @@ JOB_ERROR_SECONDS = 30.0
 BLOCKED_RETRY_SECONDS = 30.0
 # The ledger changed under a pass: another pass soon reads the new version.
 CONFLICT_RETRY_SECONDS = 1.0
+# Pods of one attempt that may vanish or be disrupted (preempted, evicted, node shutdown) before
+# writing anything and be re-created under the same attempt number; the next such loss costs the attempt.
+MAX_RECREATIONS = 3
 # Passes failing in a row: backoff doubles up to the cap; the run's status says so from the Nth.
 MAX_ERROR_BACKOFF_SECONDS = 60.0
 REPORT_AFTER_ERRORS = 3
@@ -55,6 +58,11 @@ def retry_at(spec: GdpvalRunSpec, entry: Entry) -> float | None:
     if entry.outcome not in _ENDED_BADLY or gave_up(spec, entry):
         return None
     return entry.ended + backoff(spec, entry.attempt)
+
+
+def may_recreate(entry: Entry) -> bool:
+    """A lost pod that left nothing behind is free to replace, a bounded number of times per attempt."""
+    return entry.recreated < MAX_RECREATIONS
 
 
 def create_retry_at(refused: tuple[float, str] | None, now: float) -> float | None:

@@ -11,15 +11,16 @@ Effects are applied in that order (ledger, then pod deletions, then creations), 
 idempotent; a terminal status is written before the deletions that end the run, and a pass that
 reads a terminal status only deletes. A SIGKILL between any two of them leaves a state the next
 pass reads correctly: a recorded pod still present is only deleted; an in-flight entry without a pod is checked against
-S3 and a direct GET, then either resumed under the same attempt number (nothing was written) or
-counted as lost (something was), never run twice beside a live pod. A new attempt starts only
+S3 and a direct GET, then either resumed under the same attempt number (nothing was written; at
+most `policy.MAX_RECREATIONS` times) or counted as lost (something was), never run twice beside a
+live pod. A pod the cluster ended (preempted, evicted) before writing anything is resumed the same way. A new attempt starts only
 after the previous one is recorded as ended, and never after a success.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pydantic import Field
 
@@ -27,7 +28,7 @@ from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
-from gdpval.controller.policy import budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, retry_at
+from gdpval.controller.policy import MAX_RECREATIONS, budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, may_recreate, retry_at
 from gdpval.sample import Tally as RunTally
 
 TERMINAL_STATES = ("Succeeded", "Failed")
@@ -190,6 +191,12 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     probe = obs.probes.get((pod.sample, pod.attempt))
     if probe is None:
         return
+    if pod.disrupted and not probe.has_files:
+        # The cluster ended it before it wrote anything: once this pod is gone, `_record_lost`
+        # re-creates the same attempt (bounded), so a preemption costs no attempt.
+        plan.notes.append(Note("PodDisrupted", f"pod {pod.name} was ended by the cluster ({pod.failure or 'DisruptionTarget'}); it starts again", warning=True))
+        _delete(plan, pod)
+        return
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
     ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
     if ended.outcome == Outcome.lost:
@@ -238,7 +245,12 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
             continue
         if suspended:
             continue
-        plan.ledger[sample] = replace(entry, pods=entry.pods + 1)
+        if not may_recreate(entry):
+            _end(obs, plan, sample, entry.finish(obs.now, None, "PodLost"))
+            message = f"the pod of {sample} attempt {entry.attempt} was lost again after {MAX_RECREATIONS} re-creations; the attempt counts as lost"
+            plan.notes.append(Note("AttemptLost", message, warning=True))
+            continue
+        plan.ledger[sample] = entry.recreate()
         plan.create_pods.append((sample, entry.attempt))
 
 
