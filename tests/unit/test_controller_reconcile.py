@@ -160,6 +160,21 @@ def test_stuck_pending_pod_is_replaced_and_counted():
     assert plan.delete_pods == [stuck.name] and any(note.reason == "PodStuck" for note in plan.notes)
 
 
+def test_pending_timeout_counts_from_scheduling_and_never_fails_a_gated_pod():
+    samples = ("t0-r0", "t1-r0", "t2-r0")
+    ledger = {s: Entry(1, Outcome.running) for s in samples}
+    pulling = pod("t0-r0", phase="Pending", created=NOW - 3000, scheduled=NOW - 100, waiting_reason="ImagePullBackOff", waiting="ImagePullBackOff (sandbox)")
+    gated = pod("t1-r0", phase="Pending", created=NOW - 90_000, gated="kueue.x-k8s.io/admission")
+    unschedulable = pod("t2-r0", phase="Pending", created=NOW - 700, unschedulable="0/3 nodes are available")
+    plan = decide(obs(ledger=ledger, samples=samples, spec=spec(parallelism=3), pods=(pulling, gated, unschedulable)))
+    assert plan.delete_pods == [unschedulable.name] and plan.ledger["t2-r0"].reason == "Unschedulable"
+    assert plan.ledger["t0-r0"].outcome == plan.ledger["t1-r0"].outcome == Outcome.running
+    assert NOW + 500 in plan.wake_at, "the pulling pod is looked at again when its time from scheduling is up"
+    assert f"{gated.name}: waiting for admission (scheduling gates: kueue.x-k8s.io/admission)" in plan.waiting
+    plan = decide(obs(ledger=ledger, samples=samples, spec=spec(parallelism=3), pods=(replace(pulling, scheduled=NOW - 600), gated)))
+    assert plan.delete_pods == [pulling.name] and plan.ledger["t0-r0"].reason == "ImagePullBackOff"
+
+
 def test_invalid_image_is_stuck_at_once_and_young_pull_errors_are_reported():
     ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
     bad = pod("t0-r0", phase="Pending", waiting_reason="InvalidImageName", waiting="InvalidImageName (agent)")

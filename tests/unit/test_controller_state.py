@@ -70,6 +70,16 @@ def test_parse_pod():
     assert p.created == 1767225600.0 and not p.terminal
 
 
+def test_parse_pod_reads_scheduling_gates_and_the_time_it_was_scheduled():
+    gated = {**POD, "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}, "status": {"phase": "Pending"}}
+    assert parse_pod(gated).gated == "kueue.x-k8s.io/admission" and parse_pod(POD).gated == ""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}
+    assert parse_pod({**POD, "status": {"phase": "Pending", "conditions": [condition]}}).gated == "SchedulingGated"
+    bound = {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:10:00Z"}
+    p = parse_pod({**POD, "status": {"phase": "Pending", "conditions": [bound]}})
+    assert p.scheduled == 1767225600.0 + 600 and p.pending_since == p.scheduled and parse_pod(POD).pending_since == 1767225600.0
+
+
 def test_parse_failed_pod_keeps_the_termination_message():
     body = {
         "metadata": {"name": "p"},

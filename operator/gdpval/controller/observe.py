@@ -43,10 +43,17 @@ class PodView:
     failure: str = ""  # why a Failed pod failed, short
     message: str = ""  # termination message of the failed container (logs tail), for conditions
     disrupted: bool = False  # ended by the cluster (DisruptionTarget, preemption, eviction, node shutdown)
+    gated: str = ""  # scheduling gates holding it (Kueue admission and the like), comma-separated
+    scheduled: float = 0.0  # when it was bound to a node (PodScheduled=True), 0 before
 
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def pending_since(self) -> float:
+        """Image pulls count from scheduling; waiting for a node counts from creation."""
+        return self.scheduled or self.created
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,20 @@ def _unschedulable(status: Mapping[str, Any]) -> str:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
             return cond.get("message", "Unschedulable")
     return ""
+
+
+def _scheduled(status: Mapping[str, Any]) -> float:
+    for cond in status.get("conditions", []):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            return parse_time(cond.get("lastTransitionTime"))
+    return 0.0
+
+
+def _gates(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
+    names = [g.get("name", "") for g in spec.get("schedulingGates") or []]
+    if not names and any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions", [])):
+        names = ["SchedulingGated"]
+    return ", ".join(names)
 
 
 def _disrupted(status: Mapping[str, Any]) -> bool:
@@ -123,6 +144,8 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         failure=failure,
         message=message,
         disrupted=_disrupted(status),
+        gated=_gates(body.get("spec", {}) or {}, status),
+        scheduled=_scheduled(status),
     )
 
 

@@ -143,12 +143,19 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
 
 
 def _stuck(spec: GdpvalRunSpec, pod: PodView, now: float) -> str:
-    """Why a Pending pod is stuck, or "" while it may still start."""
+    """Why a Pending pod is stuck, or "" while it may still start.
+
+    A gated pod waits for admission (Kueue), which is the queue's business, not a fault; a
+    scheduled pod's clock starts at scheduling, so a node from the autoscaler or a large image
+    pull does not eat the time an unschedulable pod is given.
+    """
     if pod.phase != "Pending" or pod.deleting:
         return ""
     if pod.waiting_reason in PERMANENT_WAITING:
         return pod.waiting_reason
-    if now - pod.created >= spec.samples.pending_timeout_seconds:
+    if pod.gated:
+        return ""
+    if now - pod.pending_since >= spec.samples.pending_timeout_seconds:
         return pod.waiting_reason or ("Unschedulable" if pod.unschedulable else "PendingTimeout")
     return ""
 
@@ -219,12 +226,14 @@ def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) ->
     if why:
         # Still Pending: the agent never started, so no result can appear after this record.
         _end(obs, plan, pod.sample, entry.finish(obs.now, None, why))
-        message = pod.waiting or pod.unschedulable or f"Pending for {int(obs.now - pod.created)}s"
+        message = pod.waiting or pod.unschedulable or f"Pending for {int(obs.now - pod.pending_since)}s"
         plan.notes.append(Note("PodStuck", f"pod {pod.name} replaced: {message}", warning=True))
         _delete(plan, pod)
         return
-    if pod.phase == "Pending":
-        plan.wake_at.append(pod.created + obs.spec.samples.pending_timeout_seconds)
+    if pod.phase == "Pending" and pod.gated:
+        plan.waiting.append(f"{pod.name}: waiting for admission (scheduling gates: {pod.gated})")
+    elif pod.phase == "Pending":
+        plan.wake_at.append(pod.pending_since + obs.spec.samples.pending_timeout_seconds)
         if pod.waiting or pod.unschedulable:
             plan.waiting.append(f"{pod.name}: {pod.waiting or pod.unschedulable}")
 
