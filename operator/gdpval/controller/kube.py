@@ -1,7 +1,8 @@
 """Blocking Kubernetes calls, each idempotent; the async side runs them with `asyncio.to_thread`.
 
 Creates treat 409 AlreadyExists as done and deletes treat 404 as done, which is what makes a
-reconcile pass safe to repeat after a crash at any point.
+reconcile pass safe to repeat after a crash at any point. Every call has a request timeout: a
+connection that hangs fails the pass (retried with backoff) instead of holding a worker slot forever.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from kubernetes.client.exceptions import ApiException
 
 from gdpval.controller import api
 from gdpval.controller.reconcile import Blocker
+
+# (connect, read) seconds for each of the operator's own calls (its reads and deletes are retried
+# 3 times by urllib3, so a hung GET gives up after about 2 minutes); kopf's watches have their own.
+REQUEST_TIMEOUT = (10.0, 30.0)
 
 
 class SecretForbidden(Exception):
@@ -42,7 +47,8 @@ class SecretCheck:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient):
+    def __init__(self, api_client: client.ApiClient, timeout: tuple[float, float] = REQUEST_TIMEOUT):
+        self.timeout = timeout
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.net = client.NetworkingV1Api(api_client)
@@ -52,7 +58,7 @@ class Kube:
 
     def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
-            secret = self.core.read_namespaced_secret(name, namespace)
+            secret = self.core.read_namespaced_secret(name, namespace, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -89,7 +95,7 @@ class Kube:
 
     def pod_exists(self, namespace: str, name: str) -> bool:
         try:
-            self.core.read_namespaced_pod(name, namespace)
+            self.core.read_namespaced_pod(name, namespace, _request_timeout=self.timeout)
             return True
         except ApiException as exc:
             if exc.status == 404:
@@ -103,7 +109,7 @@ class Kube:
         collector removes it, so a recreated run never inherits stale state from it.
         """
         try:
-            cm = self.core.read_namespaced_config_map(name, namespace)
+            cm = self.core.read_namespaced_config_map(name, namespace, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -117,7 +123,7 @@ class Kube:
 
     def create_ledger(self, manifest: Mapping[str, Any]) -> str:
         try:
-            cm = self.core.create_namespaced_config_map(manifest["metadata"]["namespace"], manifest)
+            cm = self.core.create_namespaced_config_map(manifest["metadata"]["namespace"], manifest, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict("ledger created concurrently") from None
@@ -128,7 +134,7 @@ class Kube:
         """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
         body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
         try:
-            cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json")
+            cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json", _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status in (404, 409):
                 raise Conflict(f"ledger {name} changed: {exc.reason}") from None
@@ -137,34 +143,36 @@ class Kube:
 
     def create_pod(self, manifest: Mapping[str, Any]) -> str | None:
         """None when created (or already there); the API's message when it refused the pod."""
-        return _create(self.core.create_namespaced_pod, manifest)
+        return _create(self.core.create_namespaced_pod, manifest, self.timeout)
 
     def delete_pod(self, namespace: str, name: str) -> None:
-        _delete(self.core.delete_namespaced_pod, namespace, name)
+        _delete(self.core.delete_namespaced_pod, namespace, name, self.timeout)
 
     def create_job(self, manifest: Mapping[str, Any]) -> str | None:
-        return _create(self.batch.create_namespaced_job, manifest)
+        return _create(self.batch.create_namespaced_job, manifest, self.timeout)
 
     def delete_job(self, namespace: str, name: str) -> None:
-        _delete(self.batch.delete_namespaced_job, namespace, name)
+        _delete(self.batch.delete_namespaced_job, namespace, name, self.timeout)
 
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
         try:
-            self.net.create_namespaced_network_policy(manifest["metadata"]["namespace"], manifest)
+            self.net.create_namespaced_network_policy(manifest["metadata"]["namespace"], manifest, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 409:
                 raise
 
     def post_event(self, manifest: Mapping[str, Any]) -> None:
         try:
-            self.core.create_namespaced_event(manifest["metadata"]["namespace"], manifest)
+            self.core.create_namespaced_event(manifest["metadata"]["namespace"], manifest, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status not in (409, 403):
                 raise
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            self.custom.patch_namespaced_custom_object_status(api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)})
+            self.custom.patch_namespaced_custom_object_status(
+                api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)}, _request_timeout=self.timeout
+            )
         except ApiException as exc:
             if exc.status != 404:  # the run was deleted meanwhile
                 raise
@@ -186,10 +194,10 @@ def _api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def _create(call: Any, manifest: Mapping[str, Any]) -> str | None:
+def _create(call: Any, manifest: Mapping[str, Any], timeout: tuple[float, float]) -> str | None:
     """Creates are idempotent (409 means an earlier pass made it); a refusal returns its message."""
     try:
-        call(manifest["metadata"]["namespace"], manifest)
+        call(manifest["metadata"]["namespace"], manifest, _request_timeout=timeout)
     except ApiException as exc:
         if exc.status == 409:
             return None
@@ -199,10 +207,10 @@ def _create(call: Any, manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _delete(call: Any, namespace: str, name: str) -> None:
+def _delete(call: Any, namespace: str, name: str, timeout: tuple[float, float]) -> None:
     """Deletes are idempotent: a child already gone is what we wanted."""
     try:
-        call(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"))
+        call(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"), _request_timeout=timeout)
     except ApiException as exc:
         if exc.status != 404:
             raise

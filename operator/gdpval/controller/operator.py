@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -79,7 +79,7 @@ def build_registry(controller: Controller, metrics_port: int | None) -> kopf.Ope
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         if metrics_port is not None:
-            state["metrics"] = await start_metrics(controller.metrics, metrics_port)
+            state["metrics"] = await start_metrics(controller.metrics, metrics_port, health=controller.health)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
@@ -90,12 +90,15 @@ def build_registry(controller: Controller, metrics_port: int | None) -> kopf.Ope
     return registry
 
 
-async def start_metrics(metrics: Metrics, port: int, host: str = "0.0.0.0") -> web.AppRunner:
+async def start_metrics(metrics: Metrics, port: int, host: str = "0.0.0.0", health: Callable[[], str | None] = lambda: None) -> web.AppRunner:
+    """/metrics, and /healthz that fails (503) while `health` names a problem (the reconcile watchdog)."""
+
     async def render(_: web.Request) -> web.Response:
         return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+        problem = health()
+        return web.Response(text="ok") if problem is None else web.Response(status=503, text=problem)
 
     app = web.Application()
     app.router.add_get("/metrics", render)

@@ -21,6 +21,10 @@ CONFLICT_RETRY_SECONDS = 1.0
 # Pods of one attempt that may vanish or be disrupted (preempted, evicted, node shutdown) before
 # writing anything and be re-created under the same attempt number; the next such loss costs the attempt.
 MAX_RECREATIONS = 3
+# /healthz fails when runs exist and no reconcile pass has ended for this long. A run is passed at
+# least every 60 s (resync, error backoff) and a hung API call gives up within about 2 minutes, so
+# only a wedged operator stays this long without one; its liveness probe then restarts it.
+WATCHDOG_SECONDS = 600.0
 # Passes failing in a row: backoff doubles up to the cap; the run's status says so from the Nth.
 MAX_ERROR_BACKOFF_SECONDS = 60.0
 REPORT_AFTER_ERRORS = 3
@@ -100,3 +104,8 @@ def keep_pod(spec: GdpvalRunSpec, outcome: Outcome) -> bool:
 def keep_job(spec: GdpvalRunSpec, job: JobView) -> bool:
     """A Job stays while it runs (a failed run deletes those itself), or when the policy keeps it."""
     return bool(job.active) or _keep(spec, job.failed)
+
+
+def stalled(runs: int, last_pass: float, now: float) -> bool:
+    """The operator has runs to reconcile but has ended no pass for `WATCHDOG_SECONDS`."""
+    return runs > 0 and now - last_pass >= WATCHDOG_SECONDS

@@ -29,7 +29,7 @@ from gdpval.controller.kube import Conflict, Kube
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
 from gdpval.controller.metrics import Metrics
-from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, error_backoff, report_errors
+from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, WATCHDOG_SECONDS, error_backoff, report_errors, stalled
 from gdpval.controller.reconcile import RESYNC_SECONDS, TERMINAL_STATES, Observed, Plan, Tally, decide
 from gdpval.controller.status import blocked_status, build_status, settled_status, transition_notes
 
@@ -92,12 +92,15 @@ class Controller:
         concurrency: int = 4,
         open_storage: OpenStorage = s3io.open_output,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ):
         self.defaults = defaults
         self.metrics = metrics
         self.min_interval = min_interval
         self.concurrency = concurrency
         self.clock = clock
+        self.monotonic = monotonic
+        self.last_pass = monotonic()  # when a pass last ended, or when there were first runs to pass
         self.gatherer = Gatherer(kube, open_storage)
         self.effects = Effects(kube)
         self.workers: dict[RunKey, RunWorker] = {}
@@ -116,6 +119,8 @@ class Controller:
             return
         worker = self.workers.get(key)
         if worker is None:
+            if not self.workers:
+                self.last_pass = self.monotonic()  # the watchdog does not count the time without runs
             worker = self.workers[key] = RunWorker(key)
             worker.task = asyncio.create_task(self._loop(worker), name=f"gdpval-run-{key[0]}-{key[1]}")
         if worker.uid != meta.get("uid"):
@@ -181,7 +186,15 @@ class Controller:
                 if report_errors(worker.errors):
                     await self._report_error(worker, exc)
         self.metrics.observe_reconcile(time.monotonic() - started, failed)
+        self.last_pass = self.monotonic()
         return delay
+
+    def health(self) -> str | None:
+        """Why the operator is unhealthy (for /healthz), or None: runs exist but no pass ends (hung calls)."""
+        idle = self.monotonic() - self.last_pass
+        if stalled(len(self.workers), self.last_pass, self.monotonic()):
+            return f"no reconcile pass ended for {idle:.0f}s (watchdog {WATCHDOG_SECONDS:.0f}s) with {len(self.workers)} runs"
+        return None
 
     async def _report_error(self, worker: RunWorker, exc: Exception) -> None:
         """Repeated failures show in the run's Ready condition instead of only in the operator's log."""
