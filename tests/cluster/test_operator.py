@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import io
 import secrets
-import time
 
 import pyarrow.parquet as pq
 import pytest
+from operator_support import (
+    CRD,
+    INVALID,
+    Kube,
+    OperatorProcess,
+    assert_committed_once,
+    image_ref,
+    result_keys,
+    run_manifest,
+    upload_tree,
+)
 
 from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
-from operator_support import (
-    CRD, INVALID, Kube, OperatorProcess, assert_committed_once, image_ref, result_keys, run_manifest, upload_tree,
-)
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -28,8 +35,17 @@ AGENT_IMAGE = image_ref("operator", "localhost/gdpval-operator:dev")
 SANDBOX_IMAGE = image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
 TASKS = 12
 COLUMNS = [
-    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls",
-    "reference_file_hf_uris", "rubric_pretty", "rubric_json", "deliverable_text", "deliverable_files",
+    "task_id",
+    "sector",
+    "occupation",
+    "prompt",
+    "reference_files",
+    "reference_file_urls",
+    "reference_file_hf_uris",
+    "rubric_pretty",
+    "rubric_json",
+    "deliverable_text",
+    "deliverable_files",
 ]
 
 
@@ -41,11 +57,24 @@ def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
-    kube.run("create", "secret", "generic", "s3-credentials",
-             f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
-             f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}")
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+            },
+        }
+    )
+    kube.run(
+        "create",
+        "secret",
+        "generic",
+        "s3-credentials",
+        f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}",
+    )
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
     dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
@@ -57,6 +86,10 @@ def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
+def job_finished(job: dict) -> bool:
+    return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in job.get("status", {}).get("conditions", []))
+
+
 class Env:
     def __init__(self, kube: Kube, operator: OperatorProcess, bucket: str, client, endpoint: str, model_url: str, node_ip: str, dataset, images):
         self.kube, self.operator, self.bucket, self.client, self.images = kube, operator, bucket, client, images
@@ -64,8 +97,14 @@ class Env:
 
     def manifest(self, name: str, model_url: str | None = None, **spec):
         return run_manifest(
-            name, self.kube.namespace, model_url=model_url or self.model_url, dataset=f"s3://{self.bucket}/dataset",
-            output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=self.images, **spec,
+            name,
+            self.kube.namespace,
+            model_url=model_url or self.model_url,
+            dataset=f"s3://{self.bucket}/dataset",
+            output_url=f"s3://{self.bucket}/out",
+            endpoint=self.endpoint,
+            images=self.images,
+            **spec,
         )
 
     def submit(self, name: str, **spec) -> str:
@@ -73,8 +112,7 @@ class Env:
         return name
 
     def wait_condition(self, name: str, condition: str, timeout: float = RUN_TIMEOUT) -> None:
-        done = self.kube.run("wait", f"--for=condition={condition}", f"gdpvalrun/{name}", f"--timeout={int(timeout)}s",
-                             check=False, timeout=timeout + 30)
+        done = self.kube.run("wait", f"--for=condition={condition}", f"gdpvalrun/{name}", f"--timeout={int(timeout)}s", check=False, timeout=timeout + 30)
         if done.returncode != 0:
             status = self.kube.run_status(name)
             raise AssertionError(f"{name} not {condition}: {status}\n--- operator log tail ---\n{self.operator.logs()[-4000:]}")
@@ -89,6 +127,21 @@ class Env:
     def sample_pods(self, run: str) -> list[dict]:
         listed = self.kube.get("pods", selector=f"gdpval.io/run={run},app.kubernetes.io/component=sample") or {}
         return listed.get("items", [])
+
+    def pods_in(self, run: str, *phases: str) -> list[dict]:
+        return [p for p in self.sample_pods(run) if p.get("status", {}).get("phase") in phases]
+
+    def progress(self, run: str) -> int:
+        return int((self.kube.run_status(run).get("progress") or "0/").split("/")[0] or 0)
+
+    def wait_for_job(self, run: str, component: str, finished: bool = False) -> dict:
+        """The run's prepare or assemble Job, once it exists (or, with `finished`, once it completed or failed)."""
+
+        def job() -> dict | None:
+            items = (self.kube.get("jobs", selector=f"gdpval.io/run={run},app.kubernetes.io/component={component}") or {}).get("items")
+            return items[0] if items and (not finished or job_finished(items[0])) else None
+
+        return self.kube.wait_for(job, RUN_TIMEOUT, f"the {component} Job of {run}{' to finish' if finished else ''}", 0.1)
 
     def assert_complete_submission(self, run: str) -> None:
         """The checks of the local run's test: columns, every task once, files there, references seen whole."""
@@ -114,8 +167,9 @@ class Env:
 
 def test_run_reaches_succeeded_and_shows_progress(env):
     name = env.submit("happy")
-    seen = env.kube.wait_for(lambda: "/12" in env.kube.run("get", "gdpvalruns", check=False).stdout and
-                             env.kube.run("get", "gdpvalruns", check=False).stdout, 180, "progress column")
+    seen = env.kube.wait_for(
+        lambda: "/12" in env.kube.run("get", "gdpvalruns", check=False).stdout and env.kube.run("get", "gdpvalruns", check=False).stdout, 180, "progress column"
+    )
     assert "PROGRESS" in seen and "STATE" in seen
     env.wait_condition(name, "Succeeded")
     status = env.kube.run_status(name)
@@ -133,21 +187,22 @@ def test_run_reaches_succeeded_and_shows_progress(env):
 
 
 def test_operator_sigkill_at_three_points(env):
-    """Killed during prepare, mid-samples and during assembly; each restart picks the run up."""
+    """Killed during prepare, mid-samples and during assembly; each time the run's children finish
+    while the operator is down, and the restarted operator picks the run up from there."""
     with start_background(host=env.node_ip, port=0, latency=0.4) as slow:
         name = env.submit("crashy", model_url=slow.base_url, parallelism=3)
         kube = env.kube
-        kube.wait_for(lambda: kube.get("jobs", selector=f"gdpval.io/run={name},app.kubernetes.io/component=prepare")["items"], 60, "prepare Job", 0.1)
+        env.wait_for_job(name, "prepare")
         env.operator.kill()
-        time.sleep(3)
+        env.wait_for_job(name, "prepare", finished=True)
         env.operator.start()
-        kube.wait_for(lambda: int((kube.run_status(name).get("progress") or "0/").split("/")[0] or 0) >= 3, RUN_TIMEOUT, "3 samples done")
+        kube.wait_for(lambda: env.progress(name) >= 3 and env.pods_in(name, "Running"), RUN_TIMEOUT, "3 samples done, more running")
         env.operator.kill()
-        time.sleep(8)  # pods go on finishing while the operator is down
+        kube.wait_for(lambda: env.pods_in(name, "Succeeded", "Failed"), RUN_TIMEOUT, "a sample pod finished while the operator is down")
         env.operator.start()
-        kube.wait_for(lambda: kube.get("jobs", selector=f"gdpval.io/run={name},app.kubernetes.io/component=assemble")["items"], RUN_TIMEOUT, "assemble Job", 0.1)
+        env.wait_for_job(name, "assemble")
         env.operator.kill()
-        time.sleep(2)
+        env.wait_for_job(name, "assemble", finished=True)
         env.operator.start()
         env.wait_condition(name, "Succeeded")
     env.assert_complete_submission(name)
@@ -163,7 +218,9 @@ def test_deleted_sample_pod_is_retried(env):
         kube = env.kube
         victim = kube.wait_for(
             lambda: next((p["metadata"]["name"] for p in env.sample_pods(name) if p.get("status", {}).get("phase") == "Running"), None),
-            RUN_TIMEOUT, "a running sample pod", 0.2,
+            RUN_TIMEOUT,
+            "a running sample pod",
+            0.2,
         )
         kube.run("delete", "pod", victim, "--grace-period=1", "--wait=false")
         env.wait_condition(name, "Succeeded")
@@ -217,10 +274,13 @@ def test_pinned_fields_are_immutable(env):
     env.kube.run("delete", "gdpvalrun", name, "--wait=true", timeout=60)
 
 
-@pytest.mark.parametrize("secret,reason,hint", [
-    ({"output": {"credentialsSecret": {"name": "no-such-secret"}}}, "SecretNotFound", "no-such-secret"),
-    ({"model": {"name": "scripted", "apiKeySecretRef": {"name": "s3-credentials", "key": "api-key"}}}, "SecretKeyNotFound", "api-key"),
-])
+@pytest.mark.parametrize(
+    "secret,reason,hint",
+    [
+        ({"output": {"credentialsSecret": {"name": "no-such-secret"}}}, "SecretNotFound", "no-such-secret"),
+        ({"model": {"name": "scripted", "apiKeySecretRef": {"name": "s3-credentials", "key": "api-key"}}}, "SecretKeyNotFound", "api-key"),
+    ],
+)
 def test_missing_secrets_are_reported_in_conditions(env, secret, reason, hint):
     name = f"nosecret-{reason.lower()}"
     manifest = env.manifest(name)

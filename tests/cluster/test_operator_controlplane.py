@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
 from gdpval.controller import api
 from gdpval.controller.api import OutputSpec
@@ -33,7 +34,6 @@ from gdpval.storage import layout
 from infra.paths import REPO_ROOT, cache_dir, versions
 from support import runs
 from support.polling import wait_until
-from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
 pytestmark = [pytest.mark.cluster]
 
@@ -60,25 +60,69 @@ def control_plane(tmp_path_factory):
     subprocess.run(["openssl", "rsa", "-in", root / "sa.key", "-pubout", "-out", root / "sa.pub"], check=True, capture_output=True)
     (root / "tokens.csv").write_text("test-token,admin,admin,system:masters\n")
     client_port, peer_port, api_port = free_port(), free_port(), free_port()
-    procs = [subprocess.Popen([
-        etcd, "--data-dir", root / "etcd", "--listen-client-urls", f"http://127.0.0.1:{client_port}",
-        "--advertise-client-urls", f"http://127.0.0.1:{client_port}", "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}", "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
-    ], stdout=open(root / "etcd.log", "w"), stderr=subprocess.STDOUT)]
-    procs.append(subprocess.Popen([
-        apiserver, "--etcd-servers", f"http://127.0.0.1:{client_port}", "--bind-address", "127.0.0.1",
-        "--secure-port", str(api_port), "--cert-dir", root / "certs", "--token-auth-file", root / "tokens.csv",
-        "--authorization-mode", "AlwaysAllow", "--service-account-key-file", root / "sa.pub",
-        "--service-account-signing-key-file", root / "sa.key", "--service-account-issuer", "https://kubernetes.default.svc",
-        "--service-cluster-ip-range", "10.98.0.0/16",
-    ], stdout=open(root / "apiserver.log", "w"), stderr=subprocess.STDOUT))
+    procs = [
+        subprocess.Popen(
+            [
+                etcd,
+                "--data-dir",
+                root / "etcd",
+                "--listen-client-urls",
+                f"http://127.0.0.1:{client_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{client_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer_port}",
+            ],
+            stdout=open(root / "etcd.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+    ]
+    procs.append(
+        subprocess.Popen(
+            [
+                apiserver,
+                "--etcd-servers",
+                f"http://127.0.0.1:{client_port}",
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(api_port),
+                "--cert-dir",
+                root / "certs",
+                "--token-auth-file",
+                root / "tokens.csv",
+                "--authorization-mode",
+                "AlwaysAllow",
+                "--service-account-key-file",
+                root / "sa.pub",
+                "--service-account-signing-key-file",
+                root / "sa.key",
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-cluster-ip-range",
+                "10.98.0.0/16",
+            ],
+            stdout=open(root / "apiserver.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+    )
     kubeconfig = root / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "cp",
-        "clusters": [{"name": "cp", "cluster": {"server": f"https://127.0.0.1:{api_port}", "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "admin", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "cp", "context": {"cluster": "cp", "user": "admin", "namespace": NS}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "cp",
+                "clusters": [{"name": "cp", "cluster": {"server": f"https://127.0.0.1:{api_port}", "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "admin", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "cp", "context": {"cluster": "cp", "user": "admin", "namespace": NS}}],
+            }
+        )
+    )
     try:
         yield _connect(kubeconfig, root)
     finally:
@@ -115,10 +159,17 @@ def _connect(kubeconfig: Path, root: Path) -> Cp:
 def env(control_plane, s3, tmp_path_factory):
     cp = control_plane
     cp.ext.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
-    _wait(lambda: any(c.type == "Established" and c.status == "True" for c in cp.ext.read_custom_resource_definition(f"{api.PLURAL}.{api.GROUP}").status.conditions or []), 30)
+    _wait(
+        lambda: any(
+            c.type == "Established" and c.status == "True" for c in cp.ext.read_custom_resource_definition(f"{api.PLURAL}.{api.GROUP}").status.conditions or []
+        ),
+        30,
+    )
     cp.core.create_namespace({"metadata": {"name": NS, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     cp.core.create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
-    cp.core.create_namespaced_secret(NS, {"metadata": {"name": "s3-credentials"}, "stringData": {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}})
+    cp.core.create_namespaced_secret(
+        NS, {"metadata": {"name": "s3-credentials"}, "stringData": {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}}
+    )
     bucket = s3.make_bucket()
     storage = open_output(OutputSpec(url=f"s3://{bucket}/out", endpoint=s3.endpoint_url), {"access_key_id": s3.access_key, "secret_access_key": s3.secret_key})
     operator = OperatorProcess(str(cp.kubeconfig), NS, *IMAGES, tmp_path_factory.mktemp("operator")).start()
@@ -131,7 +182,7 @@ def _wait(predicate, timeout: float, what: str = "condition", interval: float = 
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Env:
@@ -139,8 +190,16 @@ class Env:
         self.cp, self.operator, self.storage, self.bucket, self.endpoint = cp, operator, storage, bucket, endpoint
 
     def create(self, name: str, **spec) -> None:
-        manifest = run_manifest(name, NS, model_url="http://10.250.0.1:8000/v1", dataset=f"s3://{self.bucket}/dataset",
-                                output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=IMAGES, **spec)
+        manifest = run_manifest(
+            name,
+            NS,
+            model_url="http://10.250.0.1:8000/v1",
+            dataset=f"s3://{self.bucket}/dataset",
+            output_url=f"s3://{self.bucket}/out",
+            endpoint=self.endpoint,
+            images=IMAGES,
+            **spec,
+        )
         self.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
 
     def patch(self, name: str, spec: dict) -> None:
@@ -159,12 +218,16 @@ class Env:
         return self.cp.core.list_namespaced_pod(NS, label_selector=f"gdpval.io/run={name},app.kubernetes.io/component=sample").items
 
     def jobs(self, name: str) -> dict:
-        return {j.metadata.labels["app.kubernetes.io/component"]: j for j in self.cp.batch.list_namespaced_job(NS, label_selector=f"gdpval.io/run={name}").items}
+        return {
+            j.metadata.labels["app.kubernetes.io/component"]: j for j in self.cp.batch.list_namespaced_job(NS, label_selector=f"gdpval.io/run={name}").items
+        }
 
     def prepare(self, name: str, samples: int) -> list[str]:
         """What the prepare Job writes, then its completion as the Job controller would record it."""
         record = runs.record(name, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"))
-        entries = [ManifestEntry(sample=Sample.of(f"task{i}", 0), task=Task(task_id=f"task{i}", sector="s", occupation="o", prompt="p")) for i in range(samples)]
+        entries = [
+            ManifestEntry(sample=Sample.of(f"task{i}", 0), task=Task(task_id=f"task{i}", sector="s", occupation="o", prompt="p")) for i in range(samples)
+        ]
         self.storage.put_text(layout.manifest(name), dump_manifest(entries))
         self.storage.put_text(layout.run_json(name), record.dump())
         self.complete_job(name, "prepare")
@@ -173,11 +236,28 @@ class Env:
     def complete_job(self, name: str, component: str, failed: bool = False) -> None:
         now = _now()
         if failed:
-            conditions = [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
-                          {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now}]
+            conditions = [
+                {
+                    "type": "FailureTarget",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastTransitionTime": now,
+                },
+            ]
             status = {"startTime": now, "failed": 1, "conditions": conditions}
         else:
-            conditions = [{"type": t, "status": "True", "reason": "CompletionsReached", "message": "done", "lastTransitionTime": now} for t in ("SuccessCriteriaMet", "Complete")]
+            conditions = [
+                {"type": t, "status": "True", "reason": "CompletionsReached", "message": "done", "lastTransitionTime": now}
+                for t in ("SuccessCriteriaMet", "Complete")
+            ]
             status = {"startTime": now, "completionTime": now, "succeeded": 1, "conditions": conditions}
         job = self.jobs(name)[component]
         self.cp.batch.patch_namespaced_job_status(job.metadata.name, NS, {"status": status})
@@ -193,14 +273,21 @@ class Env:
         if outcome in ("ok", "bad"):
             key = layout.result(run, sample, attempt)
             assert not self.storage.exists(key), f"{key} committed twice"
-            result = SampleResult(sample_id=sample, task_id=sample, attempt=attempt,
-                                  status=SampleStatus.succeeded if outcome == "ok" else SampleStatus.failed,
-                                  error_kind=None if outcome == "ok" else "max_steps", usage=Usage(input_tokens=7, output_tokens=3))
+            result = SampleResult(
+                sample_id=sample,
+                task_id=sample,
+                attempt=attempt,
+                status=SampleStatus.succeeded if outcome == "ok" else SampleStatus.failed,
+                error_kind=None if outcome == "ok" else "max_steps",
+                usage=Usage(input_tokens=7, output_tokens=3),
+            )
             self.storage.put_text(key, result.model_dump_json())
         code = 1 if outcome == "crash" else 0
         state = {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed", "message": "simulated"}}
-        status = {"phase": "Failed" if code else "Succeeded",
-                  "containerStatuses": [{"name": "agent", "image": IMAGES[0], "imageID": "", "ready": False, "restartCount": 0, "state": state}]}
+        status = {
+            "phase": "Failed" if code else "Succeeded",
+            "containerStatuses": [{"name": "agent", "image": IMAGES[0], "imageID": "", "ready": False, "restartCount": 0, "state": state}],
+        }
         self.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
 
     def committed(self, run: str) -> dict[str, list[tuple[int, str]]]:
@@ -227,6 +314,13 @@ def _check_invariants(env: Env, name: str, parallelism: int) -> None:
         assert owner.controller and owner.kind == api.KIND and owner.name == name
 
 
+def _pending_or_assembling(env: Env, name: str) -> list | str:
+    """The run's pending sample pods (what the test plays the kubelet for), or "Assembling" once none will come."""
+    if env.status(name).get("state") == "Assembling":
+        return "Assembling"
+    return [p for p in env.pods(name) if p.status.phase == "Pending" and not p.metadata.deletion_timestamp]
+
+
 def test_lifecycle_with_sigkills_between_every_step(env):
     """Random outcomes, the operator killed at random points; the run still ends exactly once per sample."""
     rng = random.Random(int(os.environ.get("GDPVAL_CHAOS_SEED", "4")))
@@ -237,19 +331,17 @@ def test_lifecycle_with_sigkills_between_every_step(env):
     samples = env.prepare(name, 8)
     env.operator.start()
     for step in range(200):
-        if env.status(name).get("state") == "Assembling":
+        live = _wait(lambda: _pending_or_assembling(env, name), 60, "a pending sample pod or the run assembling")
+        if live == "Assembling":
             break
-        live = [p for p in env.pods(name) if p.status.phase == "Pending" and not p.metadata.deletion_timestamp]
-        if live:
-            env.finish_pod(rng.choice(live), rng.choices(["ok", "bad", "crash", "gone"], [6, 2, 1, 1])[0])
+        env.finish_pod(rng.choice(live), rng.choices(["ok", "bad", "crash", "gone"], [6, 2, 1, 1])[0])
         if rng.random() < 0.35:
-            time.sleep(rng.random() * 0.6)
+            time.sleep(rng.random() * 0.6)  # chaos: a random point in the operator's reaction
             env.operator.kill()
             _check_invariants(env, name, parallelism)
             env.operator.start()
-        time.sleep(0.4)
         _check_invariants(env, name, parallelism)
-    _wait(lambda: env.status(name).get("state") == "Assembling", 60, "assembling", 0.5)
+    assert env.status(name).get("state") == "Assembling", f"not assembling after 200 steps: {env.status(name)}"
     env.operator.kill()
     env.storage.put_text(f"{layout.submission(name)}/submission_info.json", json.dumps({"submission_ready": 0.75, "counts": {"samples": 8}}))
     env.complete_job(name, "assemble")
@@ -305,7 +397,12 @@ def test_suspend_parallelism_and_prepare_failure(env):
     env.patch(name, {"parallelism": 4})
     _wait(lambda: len(env.pods(name)) == 4, 30, "four pods")
     env.patch(name, {"suspend": True})
-    time.sleep(2)
+    generation = env.run(name)["metadata"]["generation"]
+    _wait(
+        lambda: env.status(name).get("observedGeneration") == generation and env.condition(name, "Suspended").get("status") == "True",
+        30,
+        "the operator to see the suspend",
+    )
     env.finish_pod(env.pods(name)[0], "ok")
     _wait(lambda: len(env.pods(name)) == 3, 30, "the finished pod removed, none started")
     assert env.status(name)["state"] == "Suspended"
@@ -326,8 +423,16 @@ def test_stuck_pod_is_replaced_and_reported(env):
     env.prepare(name, 2)
     pod = _wait(lambda: env.pods(name) and env.pods(name)[0], 30, "a pod")
     waiting = {"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image name"}}
-    env.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {"phase": "Pending", "initContainerStatuses": [
-        {"name": "stage", "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": waiting}]}})
+    env.cp.core.patch_namespaced_pod_status(
+        pod.metadata.name,
+        NS,
+        {
+            "status": {
+                "phase": "Pending",
+                "initContainerStatuses": [{"name": "stage", "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": waiting}],
+            }
+        },
+    )
     failed = _wait(lambda: env.condition(name, "Failed").get("status") == "True" and env.condition(name, "Failed"), 30, "Failed")
     assert failed["reason"] == "FailureBudgetExceeded" and "InvalidImageName" in failed["message"]
     events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
@@ -351,8 +456,15 @@ def test_run_deletes_without_finalizer_while_the_operator_is_down(env):
 
 @pytest.mark.parametrize("case,mutate,message", INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_specs_are_rejected(env, case, mutate, message):
-    manifest = run_manifest("invalid", NS, model_url="http://10.250.0.1:8000/v1", dataset=f"s3://{env.bucket}/dataset",
-                            output_url=f"s3://{env.bucket}/out", endpoint=env.endpoint, images=IMAGES)
+    manifest = run_manifest(
+        "invalid",
+        NS,
+        model_url="http://10.250.0.1:8000/v1",
+        dataset=f"s3://{env.bucket}/dataset",
+        output_url=f"s3://{env.bucket}/out",
+        endpoint=env.endpoint,
+        images=IMAGES,
+    )
     mutate(manifest)
     with pytest.raises(ApiException) as refused:
         env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest, dry_run="All")
@@ -363,8 +475,13 @@ def test_pinned_fields_are_immutable(env):
     name = "pinned"
     env.create(name, suspend=True)
     for field in ("model", "selection", "dataset", "output", "agent"):
-        change = {"model": {"name": "other"}, "selection": {"limit": 1}, "dataset": {"split": "test"},
-                  "output": {"region": "eu-west-1"}, "agent": {"maxSteps": 3}}[field]
+        change = {
+            "model": {"name": "other"},
+            "selection": {"limit": 1},
+            "dataset": {"split": "test"},
+            "output": {"region": "eu-west-1"},
+            "agent": {"maxSteps": 3},
+        }[field]
         with pytest.raises(ApiException) as refused:
             env.patch(name, {field: change})
         assert f"spec.{field} is immutable" in json.loads(refused.value.body)["message"]
