@@ -194,3 +194,28 @@ INVALID = [
     ("empty model name", lambda m: m["spec"]["model"].update(name=""), "spec.model.name"),
     ("sample deadline too short", lambda m: m["spec"]["agent"].update(sampleDeadlineSeconds=0), "spec.agent.sampleDeadlineSeconds"),
 ]
+
+
+def restricted_namespace(kube: Kube, s3) -> None:
+    """The CRD installed, `kube.namespace` created under the `restricted` Pod Security Standard, and
+    an `s3-credentials` Secret there holding the keys of the MinIO server `s3`."""
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": kube.namespace,
+                "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+            },
+        }
+    )
+    kube.run(
+        "create",
+        "secret",
+        "generic",
+        "s3-credentials",
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}",
+    )

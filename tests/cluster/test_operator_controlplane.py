@@ -151,7 +151,7 @@ def _connect(kubeconfig: Path, root: Path) -> Cp:
             return cp
         except Exception:
             if time.monotonic() > deadline:
-                raise AssertionError("kube-apiserver did not start: " + (root / "apiserver.log").read_text()[-3000:])
+                raise AssertionError("kube-apiserver did not start: " + (root / "apiserver.log").read_text()[-3000:]) from None
             time.sleep(1)
 
 
@@ -330,7 +330,7 @@ def test_lifecycle_with_sigkills_between_every_step(env):
     env.operator.kill()
     samples = env.prepare(name, 8)
     env.operator.start()
-    for step in range(200):
+    for _ in range(200):
         live = _wait(lambda: _pending_or_assembling(env, name), 60, "a pending sample pod or the run assembling")
         if live == "Assembling":
             break
