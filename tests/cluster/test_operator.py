@@ -26,6 +26,7 @@ from operator_support import (
 
 from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
+from support.cli import SUBMISSION_COLUMNS
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -34,19 +35,6 @@ RUN_TIMEOUT = 600
 AGENT_IMAGE = image_ref("operator", "localhost/gdpval-operator:dev")
 SANDBOX_IMAGE = image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
 TASKS = 12
-COLUMNS = [
-    "task_id",
-    "sector",
-    "occupation",
-    "prompt",
-    "reference_files",
-    "reference_file_urls",
-    "reference_file_hf_uris",
-    "rubric_pretty",
-    "rubric_json",
-    "deliverable_text",
-    "deliverable_files",
-]
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +134,7 @@ class Env:
     def assert_complete_submission(self, run: str) -> None:
         """The checks of the local run's test: columns, every task once, files there, references seen whole."""
         table = self.submission_table(run)
-        assert table.column_names == COLUMNS
+        assert table.column_names == SUBMISSION_COLUMNS
         rows = table.to_pylist()
         task_ids = [r["task_id"] for r in rows]
         assert len(rows) == TASKS and len(set(task_ids)) == TASKS, task_ids

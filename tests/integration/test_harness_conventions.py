@@ -6,35 +6,16 @@ a template that cannot be filled is refused before any sample starts."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-GDPVAL = str(Path(sys.executable).with_name("gdpval"))
+from support.cli import gdpval, run_args
 
 
 def gdpval_run(dataset: Path, base_url: str, output: Path, *extra: str) -> subprocess.CompletedProcess:
-    args = [
-        GDPVAL,
-        "run",
-        "--dataset",
-        str(dataset),
-        "--model",
-        "scripted",
-        "--base-url",
-        base_url,
-        "--output",
-        str(output),
-        "--run-name",
-        "t",
-        "--concurrency",
-        "4",
-        *extra,
-    ]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    return gdpval(*run_args(dataset, base_url, output, *extra))
 
 
 def events(path: Path) -> list[dict]:

@@ -5,33 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
-from gdpval.fakemodel.server import start_background
-from support.standins import make_standin_dataset
+from support.cli import gdpval, run_args
 
-GDPVAL = str(Path(sys.executable).with_name("gdpval"))
 LEGACY = Path(__file__).resolve().parents[1] / "data/legacy-run-0.1.0"
-
-
-@pytest.fixture(scope="module")
-def dataset(sample_dataset, tmp_path_factory) -> Path:
-    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
-
-
-@pytest.fixture(scope="module")
-def model():
-    with start_background(host="127.0.0.1", port=0) as server:
-        yield server
-
-
-def gdpval(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([GDPVAL, *args], capture_output=True, text=True, timeout=300)
 
 
 def legacy_copy(tmp_path: Path, dataset: Path) -> Path:
@@ -44,9 +24,9 @@ def legacy_copy(tmp_path: Path, dataset: Path) -> Path:
     return tmp_path
 
 
-def test_a_run_folder_of_0_1_0_resumes_and_rebuilds_its_submission(dataset, model, tmp_path):
-    out = legacy_copy(tmp_path, dataset)
-    done = gdpval("run", "--output", str(out), "--run-name", "demo", "--base-url", model.base_url)
+def test_a_run_folder_of_0_1_0_resumes_and_rebuilds_its_submission(standin_dataset, scripted_model, tmp_path):
+    out = legacy_copy(tmp_path, standin_dataset)
+    done = gdpval("run", "--output", str(out), "--run-name", "demo", "--base-url", scripted_model.base_url)
     assert done.returncode == 0, done.stderr
     assert "2 samples, 1 already committed, 1 to run" in done.stdout
     rows = pq.read_table(out / "runs/demo/submission/data/train-00000-of-00001.parquet").to_pylist()
@@ -55,29 +35,13 @@ def test_a_run_folder_of_0_1_0_resumes_and_rebuilds_its_submission(dataset, mode
     assert json.loads((out / "runs/demo/run.json").read_text())["created_at"] == kept["created_at"], "run.json is not rewritten"
 
 
-def test_a_resume_refuses_a_changed_pinned_setting_in_one_line(dataset, model, tmp_path):
-    args = [
-        "run",
-        "--dataset",
-        str(dataset),
-        "--model",
-        "scripted",
-        "--base-url",
-        model.base_url,
-        "--output",
-        str(tmp_path),
-        "--run-name",
-        "r",
-        "--limit",
-        "1",
-        "--max-steps",
-        "30",
-    ]
+def test_a_resume_refuses_a_changed_pinned_setting_in_one_line(standin_dataset, scripted_model, tmp_path):
+    args = run_args(standin_dataset, scripted_model.base_url, tmp_path, "--limit", "1", "--max-steps", "30", run_name="r")
     assert gdpval(*args).returncode == 0
     refused = gdpval(*args[:-1], "31")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "--max-steps 31 (the run has 30)" in refused.stderr
-    resumed = gdpval("run", "--output", str(tmp_path), "--run-name", "r", "--base-url", model.base_url)
+    resumed = gdpval("run", "--output", str(tmp_path), "--run-name", "r", "--base-url", scripted_model.base_url)
     assert resumed.returncode == 0 and "1 already committed, 0 to run" in resumed.stdout
 
 
@@ -93,27 +57,13 @@ def test_an_unreadable_run_json_is_refused_with_what_to_do(tmp_path):
     assert done.returncode == 2 and "is not a run record this version reads" in done.stderr and "choose a new --run-name" in done.stderr
 
 
-def test_missing_references_can_be_skipped_with_a_warning(dataset, model, tmp_path):
+def test_missing_references_can_be_skipped_with_a_warning(standin_dataset, scripted_model, tmp_path):
     broken = tmp_path / "broken"
-    shutil.copytree(dataset, broken)
+    shutil.copytree(standin_dataset, broken)
     victim = next(p for p in sorted((broken / "reference_files").rglob("*")) if p.is_file())
     victim.unlink()
     out = tmp_path / "out"
-    done = gdpval(
-        "run",
-        "--dataset",
-        str(broken),
-        "--model",
-        "scripted",
-        "--base-url",
-        model.base_url,
-        "--output",
-        str(out),
-        "--run-name",
-        "r",
-        "--missing-references",
-        "skip",
-    )
+    done = gdpval(*run_args(broken, scripted_model.base_url, out, "--missing-references", "skip", run_name="r"))
     assert done.returncode == 0, done.stderr
     results = pq.read_table(out / "runs/r/results.parquet").to_pylist()
     warned = [r for r in results if r["warnings"]]

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -21,23 +20,9 @@ import pytest
 from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
 from gdpval.storage import open_storage
+from support.cli import GDPVAL, SUBMISSION_COLUMNS, gdpval, run_args
 from support.polling import wait_until
 from support.standins import make_standin_dataset
-
-GDPVAL = str(Path(sys.executable).with_name("gdpval"))
-COLUMNS = [
-    "task_id",
-    "sector",
-    "occupation",
-    "prompt",
-    "reference_files",
-    "reference_file_urls",
-    "reference_file_hf_uris",
-    "rubric_pretty",
-    "rubric_json",
-    "deliverable_text",
-    "deliverable_files",
-]
 
 
 @pytest.fixture(scope="module")
@@ -49,29 +34,6 @@ def dataset(sample_dataset, tmp_path_factory) -> Path:
 def model():
     with start_background(host="127.0.0.1", port=0) as server:
         yield server
-
-
-def gdpval(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([GDPVAL, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def run_args(dataset: Path, base_url: str, output: str, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--dataset",
-        str(dataset),
-        "--model",
-        "scripted",
-        "--base-url",
-        base_url,
-        "--output",
-        output,
-        "--run-name",
-        "t",
-        "--concurrency",
-        "4",
-        *extra,
-    ]
 
 
 def submission_rows(root: Path) -> list[dict]:
@@ -86,7 +48,7 @@ def test_local_run_builds_a_complete_submission(dataset, model, tmp_path):
     done = gdpval(*run_args(dataset, model.base_url, str(tmp_path)))
     assert done.returncode == 0, done.stderr
     table = pq.read_table(tmp_path / "runs/t/submission/data/train-00000-of-00001.parquet")
-    assert table.column_names == COLUMNS
+    assert table.column_names == SUBMISSION_COLUMNS
     assert table.num_rows == 12
     assert str(table.schema.field("deliverable_files").type) == "list<element: string>"
     for row in table.to_pylist():

@@ -22,20 +22,9 @@ from gdpval.submission.schema import (
     submission_table,
 )
 from support import runs
+from support.cli import SUBMISSION_COLUMNS as SUBMISSION_COLUMNS_EXPECTED
 
-EXPECTED = [
-    "task_id",
-    "sector",
-    "occupation",
-    "prompt",
-    "reference_files",
-    "reference_file_urls",
-    "reference_file_hf_uris",
-    "rubric_pretty",
-    "rubric_json",
-    "deliverable_text",
-    "deliverable_files",
-]
+EXPECTED = SUBMISSION_COLUMNS_EXPECTED
 LISTS = {"reference_files", "reference_file_urls", "reference_file_hf_uris", "deliverable_files"}
 
 
