@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.sandbox.client import SandboxClient  # noqa: E402
 from gdpval.sandbox.local import LocalSandbox  # noqa: E402
+from support.cli import gdpval, run_args  # noqa: E402
 from support.standins import make_standin_dataset  # noqa: E402
 
 SAMPLE = ROOT.parent / "shared" / "data" / "gdpval-v1-sample"
@@ -60,26 +61,8 @@ def sandbox_start_stop(isolation: str, starts: int) -> dict[str, float]:
 def full_run(dataset: Path, base_url: str, concurrency: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        subprocess.run(
-            [
-                str(Path(sys.executable).with_name("gdpval")),
-                "run",
-                "--dataset",
-                str(dataset),
-                "--model",
-                "scripted",
-                "--base-url",
-                base_url,
-                "--output",
-                out,
-                "--run-name",
-                "bench",
-                "--concurrency",
-                str(concurrency),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        done = gdpval(*run_args(dataset, base_url, out, "--parallelism", str(concurrency), run_name="bench"))
+        assert done.returncode == 0, done.stderr
         wall = time.perf_counter() - start
         results = json.loads(
             subprocess.run(
