@@ -1,0 +1,115 @@
+"""One GdpvalRun of all 220 stress tasks on the real local cluster (current revision, scripted model).
+
+The stress dataset (support.stress) goes to the cluster's MinIO; the operator runs as its own
+process, as in test_operator.py. The run must Succeed with a complete package: every task once,
+prompts (U+2028 and all) and rubrics intact, every reference file staged whole under names with
+spaces, `#`, `%`, `&` and accents. The figures of the run (wall time, reconcile passes, ledger size)
+are printed, for `pytest -s`.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import time
+import urllib.request
+
+import pyarrow.parquet as pq
+import pytest
+from operator_support import (
+    Kube,
+    OperatorProcess,
+    assert_committed_once,
+    image_ref,
+    restricted_namespace,
+    result_keys,
+    run_manifest,
+    upload_tree,
+)
+
+from gdpval.fakemodel.script import parse_inventory
+from gdpval.fakemodel.server import start_background
+from support import stress
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+PARALLELISM = 8
+RUN_TIMEOUT = 3600
+LEDGER_LIMIT = 64 * 1024  # bytes; a ConfigMap may hold 1 MiB, a line per sample must stay far below
+
+
+@pytest.fixture(scope="module")
+def env(cluster, cluster_s3, tmp_path_factory):
+    namespace = f"gdpval-stress-{secrets.token_hex(3)}"
+    images = (
+        cluster.images.get("operator", image_ref("operator", "localhost/gdpval-operator:dev")),
+        cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")),
+    )
+    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
+    restricted_namespace(kube, cluster_s3)
+    bucket, client = cluster_s3.make_bucket(), cluster_s3.client()
+    dataset = stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current")
+    upload_tree(client, bucket, "dataset", dataset)
+    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
+    with start_background(host=cluster.node_ip, port=0) as model:
+        manifest = run_manifest(
+            "stress",
+            namespace,
+            model_url=model.base_url,
+            dataset=f"s3://{bucket}/dataset",
+            output_url=f"s3://{bucket}/out",
+            endpoint=cluster_s3.endpoint_url,
+            images=images,
+            parallelism=PARALLELISM,
+        )
+        yield kube, operator, client, bucket, dataset, manifest
+    operator.stop()
+    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def reconcile_figures(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("gdpval_reconcile_duration_seconds"))
+    buckets = {key: float(v) for key, v in values.items() if "_bucket" in key}
+    count = float(values["gdpval_reconcile_duration_seconds_count"])
+    slowest = next((key.split('"')[1] for key, v in sorted(buckets.items(), key=lambda kv: kv[1]) if v == count), "+Inf")
+    return {"passes": count, "seconds": float(values["gdpval_reconcile_duration_seconds_sum"]), "slowest_bucket": slowest}
+
+
+def test_220_sample_run_succeeds_with_a_complete_package(env):
+    kube, operator, client, bucket, dataset, manifest = env
+    started = time.monotonic()
+    kube.apply(manifest)
+    done = kube.run("wait", "--for=condition=Succeeded", "gdpvalrun/stress", f"--timeout={RUN_TIMEOUT}s", check=False, timeout=RUN_TIMEOUT + 60)
+    elapsed = time.monotonic() - started
+    status = kube.run_status("stress")
+    assert done.returncode == 0, f"not Succeeded after {elapsed:.0f}s: {status}\n{operator.logs()[-4000:]}"
+    ledger = (kube.get("configmap", "stress-ledger") or {}).get("data") or {}
+    ledger_bytes = sum(len(k) + len(v.encode()) for k, v in ledger.items())
+    figures = reconcile_figures(operator.metrics_port)
+    print(
+        f"\n220-sample GdpvalRun: {elapsed:.0f}s at parallelism {PARALLELISM}; ledger {len(ledger)} lines, "
+        f"{ledger_bytes} bytes; {figures['passes']:.0f} reconcile passes, {figures['seconds']:.1f}s in total, "
+        f"slowest under {figures['slowest_bucket']}s; retried {status['samples']['retried']}"
+    )
+
+    assert status["progress"] == "220/220" and status["samples"]["succeeded"] == 220 and status["samples"]["failed"] == 0
+    assert len(ledger) == 220 and ledger_bytes < LEDGER_LIMIT
+    rows = pq.read_table(
+        io.BytesIO(client.get_object(Bucket=bucket, Key="out/runs/stress/submission/data/train-00000-of-00001.parquet")["Body"].read())
+    ).to_pylist()
+    expected = pq.read_table(dataset / stress.PARQUET).to_pylist()
+    assert [r["task_id"] for r in rows] == [e["task_id"] for e in expected]
+    root = "out/runs/stress/submission"
+    for row, source in zip(rows, expected, strict=True):
+        for column in (*stress.FIRST_COLUMNS, "rubric_pretty", "rubric_json"):
+            assert row[column] == source[column], (row["task_id"], column)
+        assert stress.GOLD_MARK not in row["deliverable_text"]
+        [inventory] = row["deliverable_files"]
+        text = client.get_object(Bucket=bucket, Key=f"{root}/{inventory}")["Body"].read().decode()
+        seen = {path.split("/reference_files/", 1)[1]: size for path, size in parse_inventory(text).items()}
+        assert seen == {ref.split("/", 1)[1]: (dataset / ref).stat().st_size for ref in source["reference_files"]}, row["task_id"]
+    assert sum(stress.LINE_SEPARATOR in r["prompt"] for r in rows) >= 40
+    committed = result_keys(client, bucket, "out", "stress")
+    assert len(committed) == 220
+    assert_committed_once(committed)
