@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from support.cli import SUBMISSION_COLUMNS
 from support.standins import standin_bytes
 
 Revision = Literal["first", "current"]
@@ -40,52 +41,79 @@ PROMPT_MIN, PROMPT_MAX, PROMPT_MEAN = 1058, 7160, 2740
 PARQUET = "data/train-00000-of-00001.parquet"
 HUB = "openai/gdpval"
 
-FIRST_COLUMNS = (
-    "task_id", "sector", "occupation", "prompt", "reference_files", "reference_file_urls", "reference_file_hf_uris",
-)
+FIRST_COLUMNS = tuple(SUBMISSION_COLUMNS[:7])  # the official submission layout opens with them
 GOLD_COLUMNS = ("deliverable_text", "deliverable_files", "deliverable_file_urls", "deliverable_file_hf_uris")
 CURRENT_COLUMNS = (*FIRST_COLUMNS, *GOLD_COLUMNS, "rubric_pretty", "rubric_json")
 LIST_COLUMNS = {
-    "reference_files", "reference_file_urls", "reference_file_hf_uris",
-    "deliverable_files", "deliverable_file_urls", "deliverable_file_hf_uris",
+    "reference_files",
+    "reference_file_urls",
+    "reference_file_hf_uris",
+    "deliverable_files",
+    "deliverable_file_urls",
+    "deliverable_file_hf_uris",
 }
 GOLD_MARK = "GOLD-ANSWER"  # in every gold deliverable_text: it must never reach a submission
 
 OCCUPATIONS: dict[str, tuple[str, ...]] = {
     "Professional, Scientific, and Technical Services": (
-        "Accountants and Auditors", "Computer and Information Systems Managers", "Lawyers",
-        "Project Management Specialists", "Software Developers",
+        "Accountants and Auditors",
+        "Computer and Information Systems Managers",
+        "Lawyers",
+        "Project Management Specialists",
+        "Software Developers",
     ),
     "Government": (
-        "Administrative Services Managers", "Child, Family, and School Social Workers", "Compliance Officers",
-        "First-Line Supervisors of Police and Detectives", "Recreation Workers",
+        "Administrative Services Managers",
+        "Child, Family, and School Social Workers",
+        "Compliance Officers",
+        "First-Line Supervisors of Police and Detectives",
+        "Recreation Workers",
     ),
     "Information": (
-        "Audio and Video Technicians", "Editors", "Film and Video Editors",
-        "News Analysts, Reporters, and Journalists", "Producers and Directors",
+        "Audio and Video Technicians",
+        "Editors",
+        "Film and Video Editors",
+        "News Analysts, Reporters, and Journalists",
+        "Producers and Directors",
     ),
     "Manufacturing": (
-        "Buyers and Purchasing Agents", "First-Line Supervisors of Production and Operating Workers",
-        "Industrial Engineers", "Mechanical Engineers", "Shipping, Receiving, and Inventory Clerks",
+        "Buyers and Purchasing Agents",
+        "First-Line Supervisors of Production and Operating Workers",
+        "Industrial Engineers",
+        "Mechanical Engineers",
+        "Shipping, Receiving, and Inventory Clerks",
     ),
     "Finance and Insurance": (
-        "Customer Service Representatives", "Financial and Investment Analysts", "Financial Managers",
-        "Personal Financial Advisors", "Securities, Commodities, and Financial Services Sales Agents",
+        "Customer Service Representatives",
+        "Financial and Investment Analysts",
+        "Financial Managers",
+        "Personal Financial Advisors",
+        "Securities, Commodities, and Financial Services Sales Agents",
     ),
     "Health Care and Social Assistance": (
-        "First-Line Supervisors of Office and Administrative Support Workers", "Medical and Health Services Managers",
-        "Medical Secretaries and Administrative Assistants", "Nurse Practitioners", "Registered Nurses",
+        "First-Line Supervisors of Office and Administrative Support Workers",
+        "Medical and Health Services Managers",
+        "Medical Secretaries and Administrative Assistants",
+        "Nurse Practitioners",
+        "Registered Nurses",
     ),
     "Real Estate and Rental and Leasing": (
-        "Concierges", "Counter and Rental Clerks", "Property, Real Estate, and Community Association Managers",
-        "Real Estate Brokers", "Real Estate Sales Agents",
+        "Concierges",
+        "Counter and Rental Clerks",
+        "Property, Real Estate, and Community Association Managers",
+        "Real Estate Brokers",
+        "Real Estate Sales Agents",
     ),
     "Retail Trade": (
-        "First-Line Supervisors of Retail Sales Workers", "General and Operations Managers", "Pharmacists",
+        "First-Line Supervisors of Retail Sales Workers",
+        "General and Operations Managers",
+        "Pharmacists",
         "Private Detectives and Investigators",
     ),
     "Wholesale Trade": (
-        "First-Line Supervisors of Non-Retail Sales Workers", "Order Clerks", "Sales Managers",
+        "First-Line Supervisors of Non-Retail Sales Workers",
+        "Order Clerks",
+        "Sales Managers",
         "Sales Representatives, Wholesale and Manufacturing, Except Technical and Scientific Products",
         "Sales Representatives, Wholesale and Manufacturing, Technical and Scientific Products",
     ),
@@ -94,24 +122,79 @@ OCCUPATIONS: dict[str, tuple[str, ...]] = {
 # Marks that office text carries between sentences; U+2028 and U+2029 go into every fourth prompt.
 LINE_SEPARATOR, PARAGRAPH_SEPARATOR = "\u2028", "\u2029"
 _MARKS = (
-    "’", "‘", "“", "”", "–", "—", "…", "•", "€", "£", "½", "°", "×", "§", "™", "®", "\u00a0", "\u202f", "\t",
+    "’",
+    "‘",
+    "“",
+    "”",
+    "–",
+    "—",
+    "…",
+    "•",
+    "€",
+    "£",
+    "½",
+    "°",
+    "×",
+    "§",
+    "™",
+    "®",
+    "\u00a0",
+    "\u202f",
+    "\t",
 )
 _EXTENSIONS = (
-    ("pdf", 70), ("xlsx", 60), ("docx", 40), ("png", 20), ("pptx", 14), ("jpg", 12), ("txt", 10), ("zip", 8),
-    ("wav", 6), ("mp3", 5), ("mp4", 5), ("step", 4), ("pages", 4), ("psd", 4),
+    ("pdf", 70),
+    ("xlsx", 60),
+    ("docx", 40),
+    ("png", 20),
+    ("pptx", 14),
+    ("jpg", 12),
+    ("txt", 10),
+    ("zip", 8),
+    ("wav", 6),
+    ("mp3", 5),
+    ("mp4", 5),
+    ("step", 4),
+    ("pages", 4),
+    ("psd", 4),
 )
 _STEMS = (
-    "Population", "Q3 Budget Review", "Résumé – Zoë Müller", "Invoice #4471", "Margin & Volume Bridge",
-    "Client Intake Form", "Site Photos (North Wing)", "Tenant Roster 2024", "Sales Forecast 12% uplift",
-    "Café Menu Pricing", "Patient Schedule", "Purchase Order #PO-0932", "Audit Sample (Final)",
-    "Inventory Count – Warehouse B", "Press Release DRAFT", "Interview Recording", "Floor Plan Rev. C",
-    "Señor Núñez Contract", "BOB W2 COMPANY X edit", "Bob & Lisa SMITH LTC PREMIUMS PAID 2024",
-    "Équipe Planning Août", "Loss Run 5-yr", "Compliance Checklist v2.1", "Store #112 Shrink Report",
-    "Déjà Vu Campaign Brief", "Rate Card 50% off", "Q&A Notes", "Policy Memo [internal]",
+    "Population",
+    "Q3 Budget Review",
+    "Résumé – Zoë Müller",
+    "Invoice #4471",
+    "Margin & Volume Bridge",
+    "Client Intake Form",
+    "Site Photos (North Wing)",
+    "Tenant Roster 2024",
+    "Sales Forecast 12% uplift",
+    "Café Menu Pricing",
+    "Patient Schedule",
+    "Purchase Order #PO-0932",
+    "Audit Sample (Final)",
+    "Inventory Count – Warehouse B",
+    "Press Release DRAFT",
+    "Interview Recording",
+    "Floor Plan Rev. C",
+    "Señor Núñez Contract",
+    "BOB W2 COMPANY X edit",
+    "Bob & Lisa SMITH LTC PREMIUMS PAID 2024",
+    "Équipe Planning Août",
+    "Loss Run 5-yr",
+    "Compliance Checklist v2.1",
+    "Store #112 Shrink Report",
+    "Déjà Vu Campaign Brief",
+    "Rate Card 50% off",
+    "Q&A Notes",
+    "Policy Memo [internal]",
 )
 _ROLES = (
-    "an experienced analyst", "a senior manager", "a newly promoted supervisor", "the lead consultant",
-    "a regional coordinator", "an operations specialist",
+    "an experienced analyst",
+    "a senior manager",
+    "a newly promoted supervisor",
+    "the lead consultant",
+    "a regional coordinator",
+    "an operations specialist",
 )
 _SENTENCES = (
     "You’ve been asked to review the attached material and prepare a deliverable for the leadership team.",
@@ -154,8 +237,10 @@ def stress_table(rows: list[dict[str, Any]], revision: Revision) -> pa.Table:
     columns = FIRST_COLUMNS if revision == "first" else CURRENT_COLUMNS
     strings = pa.list_(pa.field("element", pa.string()))
     schema = pa.schema([pa.field(c, strings if c in LIST_COLUMNS else pa.string()) for c in columns])
-    features = {c: ({"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"} if c in LIST_COLUMNS
-                    else {"dtype": "string", "_type": "Value"}) for c in columns}
+    features = {
+        c: ({"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"} if c in LIST_COLUMNS else {"dtype": "string", "_type": "Value"})
+        for c in columns
+    }
     schema = schema.with_metadata({"huggingface": json.dumps({"info": {"features": features}})})
     return pa.Table.from_pylist([{c: row[c] for c in columns} for row in rows], schema=schema)
 
@@ -163,8 +248,7 @@ def stress_table(rows: list[dict[str, Any]], revision: Revision) -> pa.Table:
 def stress_rows(revision: Revision = "current", seed: int = SEED) -> list[dict[str, Any]]:
     """Every row of the revision's parquet, in order (pure: no files)."""
     rng = random.Random(seed)
-    slots = [(sector, occupation) for sector, occupations in OCCUPATIONS.items()
-             for occupation in occupations for _ in range(TASKS_PER_OCCUPATION)]
+    slots = [(sector, occupation) for sector, occupations in OCCUPATIONS.items() for occupation in occupations for _ in range(TASKS_PER_OCCUPATION)]
     task_ids = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in slots]
     lengths = prompt_lengths(rng)
     counts = reference_counts(rng)
@@ -271,15 +355,17 @@ def rubric(rng: random.Random) -> dict[str, str]:
     """rubric_pretty as text and rubric_json as a JSON string of the real item shape."""
     items = []
     for k in range(rng.randint(3, 12)):
-        items.append({
-            "score": rng.choice([1, 1, 2, 3, 5]),
-            "criterion": f"The deliverable {rng.choice(_SENTENCES)[:80].lower()}",
-            "required": rng.random() < 0.3,
-            "rubric_item_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "author_type": rng.choice(["expert", "reviewer"]),
-            "tags": rng.sample(["format", "accuracy", "completeness", "tone", "calculation"], 2),
-            "read_only": False,
-            "form_content": None if k % 3 else "Does the memo fit on one page?",
-        })
+        items.append(
+            {
+                "score": rng.choice([1, 1, 2, 3, 5]),
+                "criterion": f"The deliverable {rng.choice(_SENTENCES)[:80].lower()}",
+                "required": rng.random() < 0.3,
+                "rubric_item_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "author_type": rng.choice(["expert", "reviewer"]),
+                "tags": rng.sample(["format", "accuracy", "completeness", "tone", "calculation"], 2),
+                "read_only": False,
+                "form_content": None if k % 3 else "Does the memo fit on one page?",
+            }
+        )
     pretty = "\n".join(f"[{item['score']} pts] {item['criterion']}" for item in items)
     return {"rubric_pretty": pretty, "rubric_json": json.dumps(items, ensure_ascii=False)}
