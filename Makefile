@@ -17,8 +17,9 @@ cluster-up:
 cluster-down:
 	hack/cluster.sh down
 
-.PHONY: setup run test
-# The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite).
+.PHONY: setup run test lint
+# The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite,
+# after the same checks as `make lint`).
 setup:
 	hack/setup.sh
 
@@ -27,7 +28,15 @@ run: setup
 
 test:
 	hack/setup.sh --test
+	$(MAKE) --no-print-directory lint
 	.venv/bin/pytest -n 2 tests
+
+# ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
+LINTED = operator tests bench
+lint:
+	.venv/bin/ruff check $(LINTED)
+	.venv/bin/ruff format --check $(LINTED)
+	.venv/bin/mypy
 
 .PHONY: sandbox-libs
 # Optional, for real local runs: the document libraries models reach for, from Debian, so the

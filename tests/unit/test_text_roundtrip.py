@@ -56,14 +56,34 @@ from gdpval.submission.build import build_submission
 from support import runs
 
 PROFILE = settings(
-    max_examples=25, derandomize=True, database=None, deadline=None,
+    max_examples=25,
+    derandomize=True,
+    database=None,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
 SEPARATORS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r", "\r\n", "\n", "\t"]
 BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"]
-ODD = ["\x00", "\x7f", "\ufeff", "\u200b", "\u200d", "\ufffe", "\uffff", "\ufffd", "\U0001f600", "\U0001d518",
-       "\U000e0001", "\U0010ffff", "\\", '"', "\\u2028", "{}", "'"]
+ODD = [
+    "\x00",
+    "\x7f",
+    "\ufeff",
+    "\u200b",
+    "\u200d",
+    "\ufffe",
+    "\uffff",
+    "\ufffd",
+    "\U0001f600",
+    "\U0001d518",
+    "\U000e0001",
+    "\U0010ffff",
+    "\\",
+    '"',
+    "\\u2028",
+    "{}",
+    "'",
+]
 LONE = ["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"]
 EVERY_LISTED = "".join(SEPARATORS + BIDI + ODD)
 
@@ -93,11 +113,20 @@ def storage(tmp_path) -> LocalStorage:
 
 # --- manifest.jsonl and run.json ----------------------------------------------------------------
 
+
 def task(prompt: str, text: str = "", task_id: str = "t-1", name: str = "a.txt") -> Task:
     path = f"reference_files/0123abcd/{name}"
-    return Task(task_id=task_id, sector=text or "s", occupation=text or "o", prompt=prompt,
-                reference_files=[path], reference_file_urls=[f"https://h/{path}"], reference_file_hf_uris=[f"hf://d/{path}"],
-                rubric_pretty=text, rubric_json=json.dumps([{"criterion": text}], ensure_ascii=False))
+    return Task(
+        task_id=task_id,
+        sector=text or "s",
+        occupation=text or "o",
+        prompt=prompt,
+        reference_files=[path],
+        reference_file_urls=[f"https://h/{path}"],
+        reference_file_hf_uris=[f"hf://d/{path}"],
+        rubric_pretty=text,
+        rubric_json=json.dumps([{"criterion": text}], ensure_ascii=False),
+    )
 
 
 def manifest_roundtrip(storage: LocalStorage, entries: list[ManifestEntry]) -> list[ManifestEntry]:
@@ -109,8 +138,10 @@ def manifest_roundtrip(storage: LocalStorage, entries: list[ManifestEntry]) -> l
 @given(prompt=TEXT, text=TEXT, task_id=NAME, name=NAME.filter(lambda s: "/" not in s and s not in (".", "..")))
 @example(prompt="a\u2028b\u2029c\x85d", text="\x00", task_id="\u2028", name="x\u2028y.pdf")
 def test_manifest(storage, prompt, text, task_id, name):
-    entries = [ManifestEntry(sample=Sample.of(task_id, 0), task=task(prompt, text, task_id, name)),
-               ManifestEntry(sample=Sample.of("next", 0), task=task("after"))]
+    entries = [
+        ManifestEntry(sample=Sample.of(task_id, 0), task=task(prompt, text, task_id, name)),
+        ManifestEntry(sample=Sample.of("next", 0), task=task("after")),
+    ]
     assert manifest_roundtrip(storage, entries) == entries
 
 
@@ -127,13 +158,17 @@ def settings_with(text: str, name: str) -> dict:
 @PROFILE
 @given(text=TEXT, name=NAME)
 def test_run_json(storage, text, name):
-    record = RunRecord(run_name="r", settings=RunSettings.model_validate(settings_with(text, name)),
-                       dataset=DatasetRef(source="s3", location=f"s3://bucket/{text}", revision=name))
+    record = RunRecord(
+        run_name="r",
+        settings=RunSettings.model_validate(settings_with(text, name)),
+        dataset=DatasetRef(source="s3", location=f"s3://bucket/{text}", revision=name),
+    )
     storage.put_text(layout.run_json("r"), record.dump())
     assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))) == record
 
 
 # --- result.json, the transcript, results.parquet and the submission parquet ------------------
+
 
 def attempt_for(prompt: str = "p", task_id: str = "t-1") -> Attempt:
     entry = ManifestEntry(sample=Sample.of(task_id, 0), task=task(prompt, task_id=task_id))
@@ -142,8 +177,14 @@ def attempt_for(prompt: str = "p", task_id: str = "t-1") -> Attempt:
 
 def result_roundtrip(storage: LocalStorage, attempt: Attempt, text: str, error: str) -> SampleResult:
     """Through the runner's own commit, then read as the submission builder reads it."""
-    result = SampleResult(sample_id=attempt.sample_id, task_id=attempt.entry.sample.task_id, status=SampleStatus.failed,
-                          error_kind=ErrorKind.internal, error=error, deliverable_text=text)
+    result = SampleResult(
+        sample_id=attempt.sample_id,
+        task_id=attempt.entry.sample.task_id,
+        status=SampleStatus.failed,
+        error_kind=ErrorKind.internal,
+        error=error,
+        deliverable_text=text,
+    )
     commit(attempt, storage, result, None, None)
     return SampleResult.model_validate_json(storage.get_text(attempt.keys.result))
 
@@ -184,13 +225,11 @@ def package_roundtrip(storage: LocalStorage, tasks: list[Task], answers: list[st
         runs.commit(storage, "r", entry, 1, result)
     build_submission(storage, "r")
     root = storage.root / "runs/r"
-    return (pq.read_table(root / "submission/data/train-00000-of-00001.parquet").to_pylist(),
-            pq.read_table(root / "results.parquet").to_pylist())
+    return (pq.read_table(root / "submission/data/train-00000-of-00001.parquet").to_pylist(), pq.read_table(root / "results.parquet").to_pylist())
 
 
 @PROFILE
-@given(prompt=TEXT, text=TEXT, answer=WITH_LONE,
-       task_id=NAME.filter(lambda s: s.strip() and "/" not in s and s not in (".", "..")))
+@given(prompt=TEXT, text=TEXT, answer=WITH_LONE, task_id=NAME.filter(lambda s: s.strip() and "/" not in s and s not in (".", "..")))
 @example(prompt="a\u2028b", text="\u202e\x00", answer="\ud800", task_id="\u2029")
 def test_results_and_submission_parquet(storage, prompt, text, answer, task_id):
     tasks = [task(prompt, text, task_id), task("other", task_id="other")]
@@ -206,9 +245,9 @@ def test_results_and_submission_parquet(storage, prompt, text, answer, task_id):
 
 # --- CR status, Events, the ledger ConfigMap, pod arguments and environment ------------------
 
+
 def context(**spec) -> m.RunContext:
-    base = {"model": {"name": "m", "baseURL": "http://10.0.0.1:8000/v1"},
-            "output": {"url": "s3://bucket/pre", "endpoint": "http://10.0.0.1:9000"}}
+    base = {"model": {"name": "m", "baseURL": "http://10.0.0.1:8000/v1"}, "output": {"url": "s3://bucket/pre", "endpoint": "http://10.0.0.1:9000"}}
     return m.RunContext("run", "ns", "uid-1", GdpvalRunSpec.model_validate(base | spec), "agent:1", "sandbox:1")
 
 
@@ -216,8 +255,12 @@ def context(**spec) -> m.RunContext:
 @given(message=WITH_LONE, text=TEXT)
 @example(message="x" * 1023 + "\U0001f600\u2028", text="\u2028")
 def test_cr_status(message, text):
-    previous = GdpvalRunStatus(state="Running", dataset_revision=text, submission_uri=f"s3://b/{text}",
-                               conditions=[Condition(type="Prepared", status="True", reason="Prepared", message=text)])
+    previous = GdpvalRunStatus(
+        state="Running",
+        dataset_revision=text,
+        submission_uri=f"s3://b/{text}",
+        conditions=[Condition(type="Prepared", status="True", reason="Prepared", message=text)],
+    )
     status = blocked_status(previous, 2, "SecretNotFound", message, 1.0e9)
     wire = kube_wire({"status": status_patch(status)})["status"]
     back = GdpvalRunStatus.model_validate(wire)
@@ -271,6 +314,7 @@ def test_pod_arguments_and_environment(text, name, task_id):
 
 # --- the listed characters everywhere at once, a model reply over HTTP, and a 10 MB prompt ----
 
+
 def test_every_listed_character_through_every_file(storage, tmp_path):
     text = EVERY_LISTED
     entries = [ManifestEntry(sample=Sample.of("t-1", 0), task=task(text, text))]
@@ -283,10 +327,14 @@ def test_every_listed_character_through_every_file(storage, tmp_path):
 
 def completion(message: dict) -> httpx2.Response:
     """A chat completion as a server sends it: JSON bytes, non-ASCII escaped (so lone surrogates can travel)."""
-    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
     return httpx2.Response(200, headers={"content-type": "application/json"}, content=json.dumps(body).encode())
 
 
@@ -301,11 +349,17 @@ class Tools:
 
 def test_a_reply_with_lone_surrogates_is_committed(storage, tmp_path):
     """The model's tool call and answer carry lone surrogates: the attempt is committed, nothing crashes."""
-    replies = iter([
-        completion({"content": "thinking \ud800", "tool_calls": [{"id": "call_1", "type": "function", "function": {
-            "name": "bash", "arguments": '{"command": "echo \ud83d"}'}}]}),
-        completion({"content": "done \udfff with \U0001f600"}),
-    ])
+    replies = iter(
+        [
+            completion(
+                {
+                    "content": "thinking \ud800",
+                    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "echo \ud83d"}'}}],
+                }
+            ),
+            completion({"content": "done \udfff with \U0001f600"}),
+        ]
+    )
     transport = httpx2.MockTransport(lambda request: next(replies))
     client = openai.OpenAI(base_url="http://model.test/v1", api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport))
     attempt = attempt_for("a\u2028prompt")
@@ -333,6 +387,7 @@ def test_a_10_mb_prompt(storage, tmp_path):
 
 # --- where lone surrogates cannot enter: dataset text and run settings -------------------------
 
+
 def test_dataset_text_that_is_not_utf8_is_refused():
     columns = {c: pa.array(["x"]) for c in ("task_id", "sector", "occupation")}
     columns["prompt"] = pa.array([b"bad \xed\xa0\x80 text"], pa.binary()).view(pa.string())  # a UTF-8-encoded surrogate
@@ -347,8 +402,20 @@ def test_dataset_text_that_is_not_utf8_is_refused():
 def test_settings_that_are_not_utf8_are_refused_in_one_line(flag, tmp_path):
     """Bytes that are not UTF-8 on the command line arrive as lone surrogates; the run refuses them before writing run.json."""
     gdpval = str(Path(sys.executable).with_name("gdpval"))
-    argv = [gdpval, "run", "--dataset", str(tmp_path), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-            "--output", str(tmp_path / "out"), flag, "bad\udcff"]
+    argv = [
+        gdpval,
+        "run",
+        "--dataset",
+        str(tmp_path),
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--output",
+        str(tmp_path / "out"),
+        flag,
+        "bad\udcff",
+    ]
     done = subprocess.run([os.fsencode(a) for a in argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and flag in done.stderr, done.stderr
     assert not list(tmp_path.rglob("run.json"))
