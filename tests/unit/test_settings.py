@@ -141,3 +141,13 @@ def test_a_run_json_written_by_0_1_0_is_upgraded_on_read():
     assert settings.agent.sample_deadline_seconds is None  # 0.1.0 had no deadline by default: kept
     assert settings.deliverables.max_file_mib == 200 and settings.deliverables.max_files == 200
     assert leaves(RunRecord.model_validate_json(record.dump()).settings) == leaves(settings)
+
+
+def test_every_spec_field_is_explained():
+    """`kubectl explain gdpvalrun.spec...` has a description for every field, settings and cluster-only alike."""
+
+    def unexplained(node: dict, path: str) -> list[str]:
+        own = [] if node.get("description") else [path]
+        return own + [p for name, sub in (node.get("properties") or {}).items() for p in unexplained(sub, f"{path}.{name}")]
+
+    assert unexplained(_spec_schema(), "spec") == []

@@ -104,9 +104,11 @@ class SandboxSpec(SandboxSettings):
 
 
 class ImagesSpec(SettingsModel):
+    """The images of the run's pods (the Helm chart gives the operator defaults)."""
+
     agent: str | None = Field(default=None, max_length=1024, description="Operator/agent image; default: the operator's.")
     sandbox: str | None = Field(default=None, max_length=1024, description="Sandbox image; default: the operator's.")
-    pull_policy: PullPolicy = "IfNotPresent"
+    pull_policy: PullPolicy = Field(default="IfNotPresent", description="imagePullPolicy of every container.")
 
 
 class SamplePolicy(SettingsModel):
@@ -143,17 +145,22 @@ class OutputSpec(OutputSettings):
 Quantity = int | str
 
 
+QUANTITIES: JsonDict = {"additionalProperties": {"x-kubernetes-int-or-string": True}}
+
+
 class Resources(SettingsModel):
-    requests: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
-    limits: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}})
+    """A container's resources, as in a pod spec."""
+
+    requests: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra=QUANTITIES, description="e.g. {cpu: 500m, memory: 1Gi}.")
+    limits: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra=QUANTITIES, description="e.g. {memory: 4Gi}.")
 
 
 class ResourcesSpec(SettingsModel):
     """Requests and limits per container."""
 
-    agent: Resources | None = None
-    sandbox: Resources | None = None
-    stage: Resources | None = None
+    agent: Resources | None = Field(default=None, description="The agent container (the model loop and the upload).")
+    sandbox: Resources | None = Field(default=None, description="The sandbox container, where the model's commands run.")
+    stage: Resources | None = Field(default=None, description="The init container that stages reference files.")
     jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
 
 
@@ -161,11 +168,11 @@ class PodOverrides(SettingsModel):
     """Scheduling and metadata applied to every pod of the run (samples and Jobs)."""
 
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels, e.g. kueue.x-k8s.io/queue-name.")
-    annotations: dict[str, str] = Field(default_factory=dict)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list, json_schema_extra={"items": PRESERVE})
-    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE)
-    priority_class_name: str | None = Field(default=None, max_length=253)
+    annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="nodeSelector of every pod.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, json_schema_extra={"items": PRESERVE}, description="Tolerations of every pod.")
+    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE, description="Affinity of every pod.")
+    priority_class_name: str | None = Field(default=None, max_length=253, description="PriorityClass of every pod.")
     runtime_class_name: str | None = Field(default=None, max_length=253, description="Applied to sample pods only (e.g. gVisor).")
     service_account_name: str | None = Field(default=None, max_length=253, description="Its token is never mounted.")
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": defaults_of(ResourcesSpec)})
