@@ -196,26 +196,16 @@ INVALID = [
 ]
 
 
-def restricted_namespace(kube: Kube, s3) -> None:
-    """The CRD installed, `kube.namespace` created under the `restricted` Pod Security Standard, and
-    an `s3-credentials` Secret there holding the keys of the MinIO server `s3`."""
+def install_crd(kube: Kube) -> None:
+    """The CRD as `kubectl apply` installs it (the Helm tests install it with the chart instead)."""
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": kube.namespace,
-                "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
-            },
-        }
-    )
-    kube.run(
-        "create",
-        "secret",
-        "generic",
-        "s3-credentials",
-        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}",
-    )
+
+
+def restricted_namespace(kube: Kube, s3) -> None:
+    """`kube.namespace` under the `restricted` Pod Security Standard, with an `s3-credentials` Secret
+    holding the keys of the MinIO server `s3`."""
+    labels = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube.namespace, "labels": labels}})
+    access = f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key}"
+    kube.run("create", "secret", "generic", "s3-credentials", access, f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}")

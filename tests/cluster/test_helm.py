@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_support import Kube, image_ref, result_keys, run_manifest, upload_tree
+from operator_support import Kube, image_ref, restricted_namespace, result_keys, run_manifest, upload_tree
 
 from gdpval.fakemodel.server import start_background
 from support.standins import make_standin_dataset
@@ -106,16 +106,6 @@ def adopt_crd(kube: Kube, release: str, namespace: str) -> None:
     kube.run("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
 
 
-def restricted_namespace(kube: Kube, name: str) -> None:
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}},
-        }
-    )
-
-
 def operator_pods(kube: Kube) -> list[dict]:
     return (kube.get("pods", selector=OPERATOR_SELECTOR) or {}).get("items", [])
 
@@ -149,15 +139,7 @@ class PodWatcher(threading.Thread):
 def setup(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     namespace = f"gdpval-helm-{secrets.token_hex(3)}"
     kube = Kube(str(cluster.kubeconfig), namespace)
-    restricted_namespace(kube, namespace)
-    kube.run(
-        "create",
-        "secret",
-        "generic",
-        "s3-credentials",
-        f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}",
-    )
+    restricted_namespace(kube, cluster_s3)
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
     upload_tree(client, bucket, "dataset", make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset")))

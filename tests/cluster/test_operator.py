@@ -13,12 +13,13 @@ import secrets
 import pyarrow.parquet as pq
 import pytest
 from operator_support import (
-    CRD,
     INVALID,
     Kube,
     OperatorProcess,
     assert_committed_once,
     image_ref,
+    install_crd,
+    restricted_namespace,
     result_keys,
     run_manifest,
     upload_tree,
@@ -43,26 +44,8 @@ def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     namespace = f"gdpval-op-{secrets.token_hex(3)}"
     images = (cluster.images.get("operator", AGENT_IMAGE), cluster.images.get("sandbox-slim", SANDBOX_IMAGE))
     kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": namespace,
-                "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
-            },
-        }
-    )
-    kube.run(
-        "create",
-        "secret",
-        "generic",
-        "s3-credentials",
-        f"--from-literal=AWS_ACCESS_KEY_ID={cluster_s3.access_key}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={cluster_s3.secret_key}",
-    )
+    install_crd(kube)
+    restricted_namespace(kube, cluster_s3)
     bucket = cluster_s3.make_bucket()
     client = cluster_s3.client()
     dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))

@@ -21,6 +21,7 @@ from operator_support import (
     OperatorProcess,
     assert_committed_once,
     image_ref,
+    install_crd,
     restricted_namespace,
     result_keys,
     run_manifest,
@@ -46,6 +47,7 @@ def env(cluster, cluster_s3, tmp_path_factory):
         cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")),
     )
     kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
+    install_crd(kube)
     restricted_namespace(kube, cluster_s3)
     bucket, client = cluster_s3.make_bucket(), cluster_s3.client()
     dataset = stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current")

@@ -22,18 +22,17 @@ from gdpval.fakemodel.server import start_background
 from gdpval.storage import open_storage
 from support.cli import GDPVAL, SUBMISSION_COLUMNS, gdpval, run_args
 from support.polling import wait_until
-from support.standins import make_standin_dataset
 
 
-@pytest.fixture(scope="module")
-def dataset(sample_dataset, tmp_path_factory) -> Path:
-    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
+@pytest.fixture
+def dataset(standin_dataset: Path) -> Path:
+    """The shared stand-in sample (read-only), under the short name these tests use."""
+    return standin_dataset
 
 
-@pytest.fixture(scope="module")
-def model():
-    with start_background(host="127.0.0.1", port=0) as server:
-        yield server
+@pytest.fixture
+def model(scripted_model):
+    return scripted_model
 
 
 def submission_rows(root: Path) -> list[dict]:
