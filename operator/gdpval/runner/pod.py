@@ -19,26 +19,33 @@ from gdpval.storage import NotFound, Storage, layout
 SANDBOX_READY_TIMEOUT_S = 180.0
 
 
-def load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
+def load_entry(storage: Storage, run: str, sample_id: str) -> ManifestEntry:
+    """The sample's own entry object; the whole manifest only for runs prepared before entries existed."""
     try:
-        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-        return record, load_manifest(storage.get_text(layout.manifest(run)))
+        return ManifestEntry.model_validate_json(storage.get_text(layout.entry(run, sample_id)))
+    except NotFound:
+        pass
+    try:
+        entries = load_manifest(storage.get_text(layout.manifest(run)))
     except NotFound:
         raise GdpvalError(f"run {run!r} is not prepared in {storage.uri}: run `gdpval prepare` first") from None
-
-
-def find_entry(entries: list[ManifestEntry], sample_id: str) -> ManifestEntry:
     for entry in entries:
         if entry.sample.sample_id == sample_id:
             return entry
     raise GdpvalError(f"sample {sample_id!r} is not in the run's manifest")
 
 
+def load_record(storage: Storage, run: str) -> RunRecord:
+    try:
+        return RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+    except NotFound:
+        raise GdpvalError(f"run {run!r} is not prepared in {storage.uri}: run `gdpval prepare` first") from None
+
+
 def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
     """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only."""
-    _, entries = load_run(storage, run)
     staged = []
-    for ref in find_entry(entries, sample_id).references:
+    for ref in load_entry(storage, run, sample_id).references:
         if not ref.key:
             continue  # missing from the dataset: the agent records the sample as failed
         target = dest / ref.path.removeprefix("reference_files/")
@@ -52,8 +59,7 @@ def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
 
 def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
-    record, entries = load_run(storage, run)
-    attempt = Attempt(record, find_entry(entries, sample_id), attempt_number)
+    attempt = Attempt(load_record(storage, run), load_entry(storage, run, sample_id), attempt_number)
     done = attempt.keys.result
     if storage.exists(done):
         return SampleResult.model_validate_json(storage.get_text(done))
@@ -64,6 +70,6 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
     refs = [f"{contract.REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references if ref.key]
     view = SandboxView(contract.WORKSPACE, contract.REFERENCES, refs)
-    client = make_client(record.settings.model.base_url)
+    client = make_client(attempt.record.settings.model.base_url)
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings)

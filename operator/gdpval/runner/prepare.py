@@ -132,7 +132,7 @@ def mirror_references(storage: Storage, dataset: LoadedDataset, entries: list[Ma
 
 
 def save_or_resume(storage: Storage, record: RunRecord, entries: list[ManifestEntry]) -> tuple[RunRecord, list[ManifestEntry], bool]:
-    """Write the manifest then run.json (the run exists once run.json does), or read the stored ones.
+    """Write each sample's entry, the manifest, then run.json (the run exists once run.json does), or read the stored ones.
 
     A resumed run keeps its stored manifest; its record takes the settings that may change
     (parallelism) from this call.
@@ -141,6 +141,8 @@ def save_or_resume(storage: Storage, record: RunRecord, entries: list[ManifestEn
     try:
         stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
     except NotFound:
+        for entry in entries:
+            storage.put_text(layout.entry(run, entry.sample.sample_id), entry.model_dump_json())
         storage.put_text(layout.manifest(run), dump_manifest(entries))
         storage.put_text(layout.run_json(run), record.dump())
         return record, entries, False

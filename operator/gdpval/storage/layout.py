@@ -37,6 +37,15 @@ def manifest(run: str) -> str:
     return f"{run_root(run)}/{MANIFEST}"
 
 
+def entries(run: str) -> str:
+    return f"{run_root(run)}/entries"
+
+
+def entry(run: str, sample: str) -> str:
+    """One sample's manifest entry on its own, so a sample pod reads a few KB, not the whole manifest."""
+    return f"{entries(run)}/{sample}.json"
+
+
 def samples(run: str) -> str:
     return f"{run_root(run)}/samples"
 
