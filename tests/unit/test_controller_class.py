@@ -17,7 +17,7 @@ from gdpval.controller import names as n
 from gdpval.controller.kube import Conflict
 from gdpval.controller.ledger import decode
 from gdpval.controller.metrics import Metrics
-from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS
+from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, SECRET_RECHECK_SECONDS
 from gdpval.controller.worker import Controller, Defaults, RunWorker
 from gdpval.storage import StorageError, layout
 from gdpval.storage.local import LocalStorage
@@ -188,9 +188,10 @@ def test_a_ledger_conflict_abandons_the_pass(tmp_path):
     op.reconcile()
     op.play()
     writes, events, calls = op.kube.status_writes, len(op.kube.events), len(op.kube.calls)
-    op.kube.at("read_ledger", lambda: op.kube.touch_ledger(NS, n.ledger_name(NAME)), after=True)
+    op.kube.touch_ledger(NS, n.ledger_name(NAME))  # another writer, while the worker holds the ledger in memory
     with pytest.raises(Conflict):
         op.reconcile()
+    assert "read_ledger" not in op.kube.calls[calls:], "the ledger kept in memory is written with its resourceVersion"
     assert op.kube.calls[calls:][-1] == "write_ledger", "nothing is done after the refused ledger write"
     assert not op.sample_pods() and op.ledger() == {} and not op.kube.network_policies
     assert (op.kube.status_writes, len(op.kube.events)) == (writes, events)
@@ -295,3 +296,67 @@ def test_a_crash_before_a_failed_run_stops_its_job_stops_it_after_the_restart(tm
     op.reconcile()
     assert op.state == "Failed" and not op.kube.jobs, "a restarted operator stops the Job of a failed run"
     assert Counter(op.kube.jobs_created) == Counter({n.COMPONENT_PREPARE: 1, n.COMPONENT_ASSEMBLE: 1})
+
+
+SECRET_SPEC = {
+    **SPEC,
+    "model": {"name": "m", "apiKeySecretRef": {"name": "key", "key": "k"}},
+    "output": {"url": "s3://bucket/p", "credentialsSecret": {"name": "s3"}},
+}
+
+
+def _with_secrets(tmp_path: Path) -> Operator:
+    op = Operator(tmp_path, spec=SECRET_SPEC)
+    op.kube.add_secret(NS, "key", {"k": "sk-1"})
+    op.kube.add_secret(NS, "s3", {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"})
+    return op
+
+
+def test_steady_passes_read_neither_the_ledger_nor_the_secrets(tmp_path):
+    op = _with_secrets(tmp_path)
+    op.reconcile()
+    op.play()
+    op.reconcile()
+    assert op.state == "Running" and len(op.sample_pods("Pending")) == 2
+    calls = len(op.kube.calls)
+    for _ in range(30):
+        op.clock.now += SECRET_RECHECK_SECONDS / 30
+        op.reconcile()
+    made = Counter(op.kube.calls[calls:])
+    assert made["read_ledger"] == 0, "the ledger stays in memory between passes"
+    assert made["secret_data"] == 2, f"each Secret once in {SECRET_RECHECK_SECONDS:.0f}s, not on each of 30 passes: {made}"
+    op.kube.secrets.pop((NS, "key"))
+    op.clock.now += SECRET_RECHECK_SECONDS
+    op.reconcile()
+    ready = next(c for c in op.kube.statuses[(NS, NAME)]["conditions"] if c["type"] == "Ready")
+    assert op.state == "Blocked" and ready["reason"] == "SecretNotFound"
+
+
+def test_a_secret_named_by_a_changed_spec_is_checked_on_the_next_pass(tmp_path):
+    op = _with_secrets(tmp_path)
+    op.reconcile()
+    op.play()
+    op.reconcile()
+    assert op.state == "Running"
+    op.spec = {**SECRET_SPEC, "model": {"name": "m", "apiKeySecretRef": {"name": "rotated", "key": "k"}}}
+    op.clock.now += 1
+    op.reconcile()
+    ready = next(c for c in op.kube.statuses[(NS, NAME)]["conditions"] if c["type"] == "Ready")
+    assert op.state == "Blocked" and ready["reason"] == "SecretNotFound" and "rotated" in ready["message"]
+    op.kube.add_secret(NS, "rotated", {"k": "sk-2"})
+    calls = len(op.kube.calls)
+    op.clock.now += 1
+    op.reconcile()
+    assert op.state == "Running" and op.kube.calls[calls:].count("secret_data") == 2, "a missing Secret is looked for on every pass until it exists"
+
+
+def test_the_ledger_is_read_again_after_an_operator_restart(tmp_path):
+    op = Operator(tmp_path)
+    op.reconcile()
+    op.play()
+    op.reconcile()
+    op.restart()
+    calls = len(op.kube.calls)
+    op.reconcile()
+    op.reconcile()
+    assert op.kube.calls[calls:].count("read_ledger") == 1 and len(op.sample_pods()) == 2

@@ -32,10 +32,20 @@ class Effects:
     def __init__(self, kube: Kube):
         self.kube = kube
 
-    async def write_ledger(self, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
-        """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass)."""
-        if version is not None and plan.ledger != obs.ledger:
-            await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), version)
+    async def write_ledger(self, memory: RunMemory, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
+        """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass).
+
+        The written ledger and its new resourceVersion are remembered for the next pass; after a
+        failed write (Conflict, timeout) nothing is, so the next pass reads the ConfigMap.
+        """
+        if version is None or plan.ledger == obs.ledger:
+            return
+        try:
+            written = await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), version)
+        except BaseException:
+            memory.forget_ledger()
+            raise
+        memory.ledger, memory.ledger_version = dict(plan.ledger), written
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
         """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation."""

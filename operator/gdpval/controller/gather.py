@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 from gdpval.controller import manifests, s3io
 from gdpval.controller import names as n
-from gdpval.controller.api import OutputSpec
-from gdpval.controller.kube import Kube
+from gdpval.controller.api import GdpvalRunSpec, OutputSpec
+from gdpval.controller.kube import Kube, SecretCheck
 from gdpval.controller.ledger import Ledger, decode, encode
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
-from gdpval.controller.policy import job_error_current
+from gdpval.controller.policy import job_error_current, secrets_due
 from gdpval.controller.reconcile import Blocker, Observed, Probe, needed_probes
 from gdpval.storage import NotFound, Storage, StorageError
 
@@ -43,13 +43,13 @@ class Gatherer:
     async def gather(self, memory: RunMemory, ctx: RunContext, obs: Observed) -> tuple[Observed, str | None]:
         """`obs` completed, with the ledger's resourceVersion; None instead when a blocker stops the pass."""
         blockers = static_blockers(memory, ctx, obs.now)
-        check = await asyncio.to_thread(self.kube.check_secrets, ctx.namespace, ctx.spec)
+        check = await self._check_secrets(memory, ctx, obs.now)
         blockers += check.blockers
         if ctx.spec.output.credentials_secret and check.s3_credentials is None:
             return replace(obs, blockers=tuple(blockers)), None
         try:
             storage = self._storage(memory, ctx, check.s3_credentials)
-            ledger, version = await asyncio.to_thread(self._load_ledger, ctx, storage, obs.now)
+            ledger, version = await asyncio.to_thread(self._load_ledger, memory, ctx, storage, obs.now)
             obs = replace(obs, ledger=ledger, blockers=tuple(blockers), create_failures=dict(memory.create_failures))
             obs = await _load_samples(memory, ctx, storage, obs)
             obs = replace(obs, probes=await asyncio.to_thread(self._probes, ctx, storage, obs))
@@ -58,6 +58,16 @@ class Gatherer:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))
             return replace(obs, blockers=tuple(blockers)), None
 
+    async def _check_secrets(self, memory: RunMemory, ctx: RunContext, now: float) -> SecretCheck:
+        """Read only when the spec names other Secrets, the last check found one missing, or it is stale."""
+        refs = secret_refs(ctx.spec)
+        if memory.secrets is not None and memory.secrets_refs == refs and not secrets_due(memory.secrets_checked, now):
+            return memory.secrets
+        check = await asyncio.to_thread(self.kube.check_secrets, ctx.namespace, ctx.spec)
+        complete = not check.blockers
+        memory.secrets, memory.secrets_refs, memory.secrets_checked = (check, refs, now) if complete else (None, "", None)
+        return check
+
     def _storage(self, memory: RunMemory, ctx: RunContext, creds: Mapping[str, str] | None) -> Storage:
         """Opened once per output spec and credentials: a rotated Secret gets a new client."""
         key = (ctx.spec.output.model_dump_json(), tuple(sorted((creds or {}).items())))
@@ -65,15 +75,20 @@ class Gatherer:
             memory.storage, memory.storage_key = self.open_storage(ctx.spec.output, creds), key
         return memory.storage
 
-    def _load_ledger(self, ctx: RunContext, storage: Storage, now: float) -> tuple[Ledger, str]:
-        """The ledger ConfigMap, created (rebuilt from S3 if the run was prepared) when it is missing."""
+    def _load_ledger(self, memory: RunMemory, ctx: RunContext, storage: Storage, now: float) -> tuple[Ledger, str]:
+        """The ledger as this worker last read or wrote it; else the ConfigMap, created (rebuilt from S3
+        if the run was prepared) when it is missing."""
+        if memory.ledger is not None and memory.ledger_version is not None:
+            return dict(memory.ledger), memory.ledger_version
         found = self.kube.read_ledger(ctx.namespace, n.ledger_name(ctx.name), ctx.uid)
         if found is not None:
-            return decode(found[0]), found[1]
-        ledger = s3io.rebuild_ledger(storage, ctx.name, now) if s3io.is_prepared(storage, ctx.name) else {}
-        version = self.kube.create_ledger(manifests.ledger_configmap(ctx, encode(ledger)))
-        if ledger:
-            log.info("run %s/%s: ledger rebuilt from S3 with %d samples", ctx.namespace, ctx.name, len(ledger))
+            ledger, version = decode(found[0]), found[1]
+        else:
+            ledger = s3io.rebuild_ledger(storage, ctx.name, now) if s3io.is_prepared(storage, ctx.name) else {}
+            version = self.kube.create_ledger(manifests.ledger_configmap(ctx, encode(ledger)))
+            if ledger:
+                log.info("run %s/%s: ledger rebuilt from S3 with %d samples", ctx.namespace, ctx.name, len(ledger))
+        memory.ledger, memory.ledger_version = dict(ledger), version
         return ledger, version
 
     def _probes(self, ctx: RunContext, storage: Storage, obs: Observed) -> dict[tuple[str, int], Probe]:
@@ -84,6 +99,12 @@ class Gatherer:
             exists = (sample, attempt) in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
             out[(sample, attempt)] = s3io.probe(storage, ctx.name, sample, attempt, exists)
         return out
+
+
+def secret_refs(spec: GdpvalRunSpec) -> str:
+    """The spec's references to Secrets: a change means the Secrets are read again at once."""
+    refs = (spec.model.api_key_secret_ref, spec.output.credentials_secret)
+    return "|".join(ref.model_dump_json() if ref else "" for ref in refs)
 
 
 def static_blockers(memory: RunMemory, ctx: RunContext, now: float) -> list[Blocker]:

@@ -1,7 +1,9 @@
 """What a run's worker remembers between passes: what never changes once read, and recent refusals.
 
 All of it can be lost (an operator restart starts from nothing): the ledger, pods and S3 hold the
-run's state; this only spares repeated reads and keeps refusals visible for a while.
+run's state; this only spares repeated reads and keeps refusals visible for a while. The ledger kept
+here is the one last read or written, with its resourceVersion: a write made with it fails on any
+change by another writer (Conflict), and the next pass reads the ConfigMap again.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gdpval.controller.api import GdpvalRunStatus
+from gdpval.controller.kube import SecretCheck
+from gdpval.controller.ledger import Ledger
 from gdpval.storage import Storage
 
 Refusals = dict[str, tuple[float, str]]  # sample or component -> (when, the API's message)
@@ -24,3 +28,11 @@ class RunMemory:
     network_policy: bool = False
     storage: Storage | None = None
     storage_key: tuple | None = None  # the output spec and credentials `storage` was opened with
+    ledger: Ledger | None = None  # None: read the ConfigMap on the next pass
+    ledger_version: str | None = None
+    secrets: SecretCheck | None = None  # the last check that found every Secret and key, while fresh
+    secrets_refs: str = ""  # the spec's Secret references that check was made for
+    secrets_checked: float | None = None
+
+    def forget_ledger(self) -> None:
+        self.ledger = self.ledger_version = None

@@ -16,6 +16,9 @@ CREATE_RETRY_SECONDS = 30.0
 JOB_ERROR_SECONDS = 30.0
 # A blocked run (missing Secret, unreachable storage) is looked at again after this.
 BLOCKED_RETRY_SECONDS = 30.0
+# A run's Secrets found complete are read again after this (or at once when the spec names others):
+# a Secret deleted mid-run shows within it, a missing one is read on every pass until it exists.
+SECRET_RECHECK_SECONDS = 300.0
 # The ledger changed under a pass: another pass soon reads the new version.
 CONFLICT_RETRY_SECONDS = 1.0
 # Pods of one attempt that may vanish or be disrupted (preempted, evicted, node shutdown) before
@@ -79,6 +82,11 @@ def create_retry_at(refused: tuple[float, str] | None, now: float) -> float | No
 def job_error_current(refused_at: float, now: float) -> bool:
     """A refused Job create still blocks the run (afterwards the create is simply tried again)."""
     return now - refused_at < JOB_ERROR_SECONDS
+
+
+def secrets_due(checked_at: float | None, now: float) -> bool:
+    """The run's Secrets must be read: never checked complete, or the last check is too old."""
+    return checked_at is None or now - checked_at >= SECRET_RECHECK_SECONDS
 
 
 def error_backoff(errors: int) -> float:

@@ -261,7 +261,7 @@ class Controller:
         A terminal status goes before the children: once it is written, no later pass creates a Job,
         so a crash between it and the deletions that end the run cannot bring a deleted Job back.
         """
-        await self.effects.write_ledger(ctx, obs, plan, ledger_version)
+        await self.effects.write_ledger(worker.memory, ctx, obs, plan, ledger_version)
         settled = obs.status.state in TERMINAL_STATES
         status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
         if status.state in TERMINAL_STATES:
