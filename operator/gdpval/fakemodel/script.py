@@ -421,3 +421,38 @@ def decide_fault(faults: dict[str, float], seed: int, plan_: Plan) -> str | None
         if draw < threshold:
             return None if kind in CONTENT_FAULTS and plan_.tool is None else kind
     return None
+
+
+SCRIPT_CALL_PREFIX = "call_fs_"
+SCRIPT_DONE = "Script finished."
+TOOL_FIELDS = {"bash": "command", "python_exec": "code"}
+
+
+def validate_script(steps: object) -> list[tuple[str, str]]:
+    """A chosen sequence of tool calls: a list of {"bash": command} or {"python_exec": code} objects."""
+    if not isinstance(steps, list) or not steps:
+        raise ValueError("the script must be a non-empty array of {tool: argument} objects")
+    checked = []
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict) or len(step) != 1:
+            raise ValueError(f"step {index} must be an object with exactly one tool")
+        ((tool, argument),) = step.items()
+        if tool not in ("bash", "python_exec") or not isinstance(argument, str):
+            raise ValueError(f"step {index}: the tool must be bash or python_exec with a string argument")
+        checked.append((tool, argument))
+    return checked
+
+
+def scripted_message(messages: list[dict[str, Any]], steps: list[tuple[str, str]]) -> dict[str, Any]:
+    """The next call of the script (one per assistant turn already played), then a text answer."""
+    played = sum(
+        1
+        for m in messages
+        if m.get("role") == "assistant" and any(isinstance(c, dict) and str(c.get("id", "")).startswith(SCRIPT_CALL_PREFIX) for c in m.get("tool_calls") or [])
+    )
+    if played >= len(steps):
+        return {"role": "assistant", "content": SCRIPT_DONE}
+    tool, argument = steps[played]
+    arguments = json.dumps({TOOL_FIELDS[tool]: argument})
+    call = {"id": f"{SCRIPT_CALL_PREFIX}{played}", "type": "function", "function": {"name": tool, "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}

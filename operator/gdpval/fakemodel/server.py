@@ -31,6 +31,8 @@ from gdpval.fakemodel import script
 # Per request: also leave hostile entries beside the deliverable, to test what collection refuses.
 HOSTILE_BODY_FIELD = "fake_hostile"
 FAULTS_BODY_FIELD = "fake_faults"
+# Per request: play this list of chosen tool calls ({"bash": ...} or {"python_exec": ...}) instead of the inventory.
+SCRIPT_BODY_FIELD = "fake_script"
 CONTROL_PREFIX = "/fake/"
 _COUNTER_LIMIT = 10_000
 _CONTEXT_WINDOW = 128_000
@@ -256,6 +258,14 @@ class FakeModel:
             faults = self._faults_for(body)
         except ValueError as exc:
             return invalid(f"Invalid {FAULTS_BODY_FIELD}: {exc}.", param=FAULTS_BODY_FIELD)
+        if SCRIPT_BODY_FIELD in body:
+            try:
+                steps = script.validate_script(body[SCRIPT_BODY_FIELD])
+            except ValueError as exc:
+                return invalid(f"Invalid {SCRIPT_BODY_FIELD}: {exc}.", param=SCRIPT_BODY_FIELD)
+            self.count("completions")
+            message = script.scripted_message(body["messages"], steps)
+            return Reply(200, self._completion(request_hash(body), body["messages"], message), delay=self.config.latency)
         return self._complete(body, faults)
 
     def _check_body(self, body: Any) -> Reply | None:

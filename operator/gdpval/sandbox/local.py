@@ -34,8 +34,8 @@ from types import TracebackType
 from typing import Literal
 
 from gdpval import contract
+from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
-from gdpval.sandbox.toolserver import TOKEN_ENV
 
 Isolation = Literal["auto", "bwrap", "none"]
 
@@ -48,6 +48,7 @@ CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
 STOP_GRACE_S = 3.0
+SANDBOX_UID = 1000  # who commands run as inside; files they write belong to the runner's uid on the host
 MERGED_USR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
@@ -62,11 +63,25 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _namespace_args(network: bool) -> list[str]:
-    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
+def _namespace_args(network: bool, seccomp_fd: int) -> list[str]:
+    """Namespaces and privileges: a user namespace whose one uid maps to the runner's, so the
+    sandbox holds no capability on the host even when the runner is root; no capability inside it
+    either, no further user namespaces, and the seccomp filter read from `seccomp_fd`."""
+    args = ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--seccomp", str(seccomp_fd)]
     if not network:
         args.append("--unshare-net")
     return args + _system_binds() + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def _pipe_holding(data: bytes) -> int:
+    """A pipe's read end holding `data` then end of file (a few hundred bytes: within a pipe's buffer)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 @functools.cache
@@ -74,11 +89,17 @@ def bwrap_status() -> tuple[bool, str]:
     """Whether bubblewrap really works here (a trial sandbox runs `true`), and why not."""
     if not os.access(BWRAP, os.X_OK):
         return False, f"{BWRAP} not found (Debian package: bubblewrap)"
-    argv = [BWRAP, *_namespace_args(network=False), "--remount-ro", "/", "--", "/usr/bin/true"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH})
+        filter_fd = _pipe_holding(seccomp.build())
+    except ValueError as exc:
+        return False, str(exc)
+    argv = [BWRAP, *_namespace_args(False, filter_fd), "--remount-ro", "/", "--", "/usr/bin/true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"trial bubblewrap sandbox failed: {exc}"
+    finally:
+        os.close(filter_fd)
     if proc.returncode != 0:
         return False, f"trial bubblewrap sandbox failed: {proc.stderr.strip() or proc.returncode}"
     return True, "bubblewrap works"
@@ -244,22 +265,32 @@ class LocalSandbox:
             "TERM": "dumb",
             "PAGER": "cat",
             MARKER_ENV: self._id,
-            TOKEN_ENV: self.token,
         }
 
-    def _bwrap_argv(self, fd: int, lifeline: int) -> list[str]:
-        args = [BWRAP, *_namespace_args(self.network)]
+    def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
+        args = [BWRAP, *_namespace_args(self.network, fds["seccomp"])]
         args += ["--bind", str(self.workspace), contract.WORKSPACE, "--dir", contract.REFERENCES]
         for dataset_path, host in sorted(self.references.items()):
             args += ["--ro-bind", str(host), f"/{dataset_path}"]
         args += ["--ro-bind", str(TOOLSERVER), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
-        return args + ["--", self.python, contract.TOOLSERVER, *self._server_args(fd, lifeline, contract.WORKSPACE)]
+        return args + ["--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
 
-    def _plain_argv(self, fd: int, lifeline: int) -> list[str]:
-        return [self.python, str(TOOLSERVER), *self._server_args(fd, lifeline, str(self.workspace))]
+    def _plain_argv(self, fds: dict[str, int]) -> list[str]:
+        return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
 
-    def _server_args(self, fd: int, lifeline: int, workspace: str) -> list[str]:
-        return ["--listen", f"fd:{fd}", "--workspace", workspace, "--python", self.python, "--lifeline", str(lifeline)]
+    def _server_args(self, fds: dict[str, int], workspace: str) -> list[str]:
+        return [
+            "--listen",
+            f"fd:{fds['listen']}",
+            "--workspace",
+            workspace,
+            "--python",
+            self.python,
+            "--lifeline",
+            str(fds["lifeline"]),
+            "--token-file",
+            f"/proc/self/fd/{fds['token']}",
+        ]
 
     def start(self) -> None:
         if self._proc is not None:
@@ -285,25 +316,30 @@ class LocalSandbox:
             raise
 
     def _spawn(self) -> None:
-        """Start the server with its listening socket and the read end of a lifeline pipe.
+        """Start the server with its listening socket, the read end of a lifeline pipe, and pipes
+        holding the token and (isolated) the seccomp filter.
 
-        Only this process holds the pipe's write end (non-inheritable), so however it dies, the
-        server reads end of file and exits, even as PID 1 of bubblewrap's pid namespace.
+        Only this process holds the lifeline's write end (non-inheritable), so however it dies, the
+        server reads end of file and exits, even as PID 1 of bubblewrap's pid namespace. The token
+        travels in a pipe the server drains, not in the environment, which every process of the
+        same uid could read in /proc/<pid>/environ.
         """
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline, self._lifeline = os.pipe()
+        fds = {"listen": listener.fileno(), "lifeline": lifeline, "token": _pipe_holding(self.token.encode())}
+        if self.isolated:
+            fds["seccomp"] = _pipe_holding(seccomp.build())
         try:
             listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)
-            fd = listener.fileno()
-            argv = self._bwrap_argv(fd, lifeline) if self.isolated else self._plain_argv(fd, lifeline)
+            argv = self._bwrap_argv(fds) if self.isolated else self._plain_argv(fds)
             with open(self.runtime / "toolserver.log", "wb") as server_log:
                 popen = functools.partial(
                     subprocess.Popen,
                     argv,
                     env=self._env(),
                     cwd=self.workspace,
-                    pass_fds=(fd, lifeline),
+                    pass_fds=tuple(fds.values()),
                     stdin=subprocess.DEVNULL,
                     stdout=server_log,
                     stderr=subprocess.STDOUT,
@@ -312,7 +348,9 @@ class LocalSandbox:
                 self._proc = _spawner().submit(popen).result()
         finally:
             listener.close()
-            os.close(lifeline)
+            for name, fd in fds.items():
+                if name != "listen":
+                    os.close(fd)
 
     def _server_log(self) -> str:
         try:
