@@ -166,9 +166,12 @@ def run(
 def prepare(
     run_name: RunName,
     settings: Annotated[str, typer.Option(envvar=contract.SETTINGS_ENV, help="The run settings as a JSON object (camelCase, as in run.json).")],
+    owner: Annotated[Optional[str], typer.Option(help="namespace/name/uid of the GdpvalRun; run.json of another owner is refused.")] = None,
     cache_dir: CacheDir = DEFAULT_CACHE,
 ) -> None:
     """Pin the dataset, choose samples, mirror references and write the manifest (the prepare Job)."""
+    from gdpval.errors import RunConflict
+    from gdpval.manifest import RunOwner
     from gdpval.runner.prepare import describe_invalid, load_and_plan, mirror_references, save_or_resume
     from gdpval.settings import RunSettings, leaves
 
@@ -176,10 +179,18 @@ def prepare(
         parsed = RunSettings.model_validate_json(settings)
     except ValidationError as exc:
         raise GdpvalError(describe_invalid(exc, flags=False)) from None
+    try:
+        run_owner = RunOwner.parse(owner) if owner else None
+    except ValueError:
+        raise GdpvalError(f"--owner {owner!r}: use namespace/name/uid") from None
     given = leaves(parsed)
     storage = _output(given)
-    loaded, record, entries = load_and_plan(storage, run_name, given, cache_dir, flags=False)
-    record, entries, resumed = save_or_resume(storage, record, mirror_references(storage, loaded, entries))
+    try:
+        loaded, record, entries = load_and_plan(storage, run_name, given, cache_dir, flags=False, owner=run_owner)
+        record, entries, resumed = save_or_resume(storage, record, mirror_references(storage, loaded, entries))
+    except RunConflict as exc:
+        exc.exit_code = contract.EXIT_RUN_CONFLICT
+        raise
     print(json.dumps({"run": record.run_name, "samples": len(entries), "revision": record.dataset.revision, "resumed": resumed}))
 
 
@@ -269,4 +280,4 @@ def main() -> None:
         sys.stderr.flush()
         # Skip interpreter teardown: pyarrow's C++ thread pool can abort the process while it
         # unwinds (seen as SIGABRT instead of exit 2), and nothing is left to clean up here.
-        os._exit(2)
+        os._exit(exc.exit_code)

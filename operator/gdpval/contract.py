@@ -24,3 +24,7 @@ CACHE_DIR = "/tmp/gdpval-cache"  # the prepare Job's dataset cache
 TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"  # bearer token shared by the agent and its sandbox only
 SETTINGS_ENV = "GDPVAL_RUN_SETTINGS"  # the prepare Job's run settings, as JSON
 API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only
+
+# The prepare Job's exit code when the run's storage holds another run's run.json or other pinned
+# settings: its Job fails at once (podFailurePolicy) and the operator names the conflict in status.
+EXIT_RUN_CONFLICT = 4

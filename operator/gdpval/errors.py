@@ -3,3 +3,9 @@
 
 class GdpvalError(Exception):
     """A problem with input or environment, worded as what to fix."""
+
+    exit_code = 2
+
+
+class RunConflict(GdpvalError):
+    """The stored run is another one, or pins other settings: it is never resumed over."""

@@ -18,11 +18,28 @@ FORMAT = 2
 _MIB = 1024 * 1024
 
 
+class RunOwner(BaseModel):
+    """The GdpvalRun a cluster run's storage belongs to (local runs have none)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def parse(cls, text: str) -> RunOwner:
+        namespace, name, uid = text.split("/")
+        return cls(namespace=namespace, name=name, uid=uid)
+
+    def __str__(self) -> str:
+        return f"GdpvalRun {self.namespace}/{self.name} (uid {self.uid})"
+
+
 class RunRecord(BaseModel):
     """runs/<run>/run.json: the run's settings and the dataset revision it pinned."""
 
     format: int = FORMAT
     run_name: str
+    owner: RunOwner | None = None
     settings: RunSettings
     dataset: DatasetRef
     created_at: float = 0.0

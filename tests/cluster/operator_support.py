@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,8 +152,13 @@ def run_manifest(
     return {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun", "metadata": {"name": name, "namespace": namespace}, "spec": body}
 
 
+def run_folder(status: Mapping[str, Any]) -> str:
+    """A GdpvalRun's folder under runs/ (`<namespace>.<name>-<uid prefix>`), as its status names it."""
+    return status["storageURI"].rsplit("/runs/", 1)[1]
+
+
 def result_keys(client, bucket: str, prefix: str, run: str) -> dict[str, list[tuple[int, str]]]:
-    """Committed attempts per sample with their status, from the result.json markers in S3."""
+    """Committed attempts per sample (of the run folder `run`) with their status, from the result.json markers in S3."""
     out: dict[str, list[tuple[int, str]]] = {}
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/runs/{run}/samples/"):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_support import Kube, image_ref, restricted_namespace, result_keys, run_manifest, upload_tree
+from operator_support import Kube, image_ref, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 
 from gdpval.fakemodel.server import start_background
 from support.standins import make_standin_dataset
@@ -213,7 +213,7 @@ def test_install_run_upgrade_uninstall(setup):
     assert done.returncode == 0, json.dumps(kube.run_status("via-helm"), indent=1)
     status = kube.run_status("via-helm")
     assert status["progress"] == f"{TASKS}/{TASKS}" and status["samples"]["succeeded"] == TASKS
-    committed = result_keys(client, bucket, "out", "via-helm")
+    committed = result_keys(client, bucket, "out", run_folder(status))
     assert len(committed) == TASKS and all(len(a) == 1 for a in committed.values()), committed
 
     # Least privilege, but enough: no API call of either operator pod was refused.

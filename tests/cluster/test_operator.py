@@ -21,6 +21,7 @@ from operator_support import (
     install_crd,
     restricted_namespace,
     result_keys,
+    run_folder,
     run_manifest,
     upload_tree,
 )
@@ -89,7 +90,9 @@ class Env:
             raise AssertionError(f"{name} not {condition}: {status}\n--- operator log tail ---\n{self.operator.logs()[-4000:]}")
 
     def submission_table(self, run: str):
-        body = self.client.get_object(Bucket=self.bucket, Key=f"out/runs/{run}/submission/data/train-00000-of-00001.parquet")["Body"].read()
+        body = self.client.get_object(Bucket=self.bucket, Key=f"out/runs/{run_folder(self.kube.run_status(run))}/submission/data/train-00000-of-00001.parquet")[
+            "Body"
+        ].read()
         return pq.read_table(io.BytesIO(body))
 
     def submission_rows(self, run: str) -> list[dict]:
@@ -121,7 +124,8 @@ class Env:
         rows = table.to_pylist()
         task_ids = [r["task_id"] for r in rows]
         assert len(rows) == TASKS and len(set(task_ids)) == TASKS, task_ids
-        root = f"out/runs/{run}/submission"
+        folder = run_folder(self.kube.run_status(run))
+        root = f"out/runs/{folder}/submission"
         for row in rows:
             assert row["deliverable_files"], row["task_id"]
             for rel in row["deliverable_files"]:
@@ -131,7 +135,7 @@ class Env:
             seen = {p.split("/reference_files/", 1)[-1].split("/", 1)[-1]: size for p, size in parse_inventory(text).items()}
             expected = {ref.split("/", 2)[2]: (self.dataset / ref).stat().st_size for ref in row["reference_files"]}
             assert seen == expected, row["task_id"]  # staged read-only, whole, at /reference_files/<hash>/<name>
-        committed = result_keys(self.client, self.bucket, "out", run)
+        committed = result_keys(self.client, self.bucket, "out", folder)
         assert len(committed) == TASKS
         assert_committed_once(committed)
 
@@ -146,7 +150,8 @@ def test_run_reaches_succeeded_and_shows_progress(env):
     status = env.kube.run_status(name)
     assert status["state"] == "Succeeded" and status["progress"] == "12/12"
     assert status["samples"]["succeeded"] == TASKS and status["samples"]["failed"] == 0
-    assert status["submissionURI"].endswith(f"/out/runs/{name}/submission") and status["submissionReadyRate"] == 1.0
+    assert status["storageURI"].endswith(f"/out/runs/{run_folder(status)}") and run_folder(status).startswith(f"{env.kube.namespace}.{name}-")
+    assert status["submissionURI"] == f"{status['storageURI']}/submission" and status["submissionReadyRate"] == 1.0
     assert status["datasetRevision"] and status["tokens"]["input"] > 0 and status["observedGeneration"] >= 1
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
     env.assert_complete_submission(name)
@@ -209,7 +214,7 @@ def test_model_faults_exhaust_retries_and_the_budget(env):
     failed = {c["type"]: c for c in status["conditions"]}["Failed"]
     assert failed["reason"] == "FailureBudgetExceeded" and "context_length" in failed["message"] and "budget of 2" in failed["message"]
     assert status["samples"]["failed"] >= 3 and status["samples"]["retried"] >= 3
-    committed = result_keys(env.client, env.bucket, "out", name)
+    committed = result_keys(env.client, env.bucket, "out", run_folder(status))
     assert committed and all([a for a, _ in attempts] in ([1], [1, 2]) for attempts in committed.values()), committed
     assert all(status == "failed" for attempts in committed.values() for _, status in attempts)
     env.kube.wait_for(lambda: not [p for p in env.sample_pods(name) if p["status"].get("phase") in ("Pending", "Running")], 120, "live pods stopped")

@@ -208,6 +208,10 @@ class Env:
     def run(self, name: str) -> dict:
         return self.cp.custom.get_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
+    def folder(self, name: str) -> str:
+        """The run's folder in the bucket, as the operator names it."""
+        return layout.cluster_run(NS, name, self.run(name)["metadata"]["uid"])
+
     def status(self, name: str) -> dict:
         return self.run(name).get("status") or {}
 
@@ -224,12 +228,13 @@ class Env:
 
     def prepare(self, name: str, samples: int) -> list[str]:
         """What the prepare Job writes, then its completion as the Job controller would record it."""
-        record = runs.record(name, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"))
+        folder = self.folder(name)
+        record = runs.record(folder, dataset=DatasetRef(source="s3", location="s3://x/dataset", revision="rev-cp"))
         entries = [
             ManifestEntry(sample=Sample.of(f"task{i}", 0), task=Task(task_id=f"task{i}", sector="s", occupation="o", prompt="p")) for i in range(samples)
         ]
-        self.storage.put_text(layout.manifest(name), dump_manifest(entries))
-        self.storage.put_text(layout.run_json(name), record.dump())
+        self.storage.put_text(layout.manifest(folder), dump_manifest(entries))
+        self.storage.put_text(layout.run_json(folder), record.dump())
         self.complete_job(name, "prepare")
         return [e.sample.sample_id for e in entries]
 
@@ -266,7 +271,7 @@ class Env:
         """ok/bad: the agent commits a result and exits 0; crash: exits 1 without one; gone: deleted."""
         labels = pod.metadata.labels
         sample, attempt = pod.metadata.annotations["gdpval.io/sample-id"], int(labels["gdpval.io/attempt"])
-        run = labels["gdpval.io/run"]
+        run = self.folder(labels["gdpval.io/run"])
         if outcome == "gone":
             self.cp.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
             return
@@ -292,7 +297,7 @@ class Env:
 
     def committed(self, run: str) -> dict[str, list[tuple[int, str]]]:
         out: dict[str, list[tuple[int, str]]] = {}
-        for key in self.storage.list(f"runs/{run}/samples"):
+        for key in self.storage.list(layout.samples(self.folder(run))):
             if key.endswith("/result.json"):
                 parts = key.split("/")
                 status = json.loads(self.storage.get_text(key))["status"]
@@ -343,7 +348,7 @@ def test_lifecycle_with_sigkills_between_every_step(env):
         _check_invariants(env, name, parallelism)
     assert env.status(name).get("state") == "Assembling", f"not assembling after 200 steps: {env.status(name)}"
     env.operator.kill()
-    env.storage.put_text(f"{layout.submission(name)}/submission_info.json", json.dumps({"submission_ready": 0.75, "counts": {"samples": 8}}))
+    env.storage.put_text(f"{layout.submission(env.folder(name))}/submission_info.json", json.dumps({"submission_ready": 0.75, "counts": {"samples": 8}}))
     env.complete_job(name, "assemble")
     env.operator.start()
     _wait(lambda: env.status(name).get("state") == "Succeeded", 60, "Succeeded", 0.5)

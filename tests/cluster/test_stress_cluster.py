@@ -24,6 +24,7 @@ from operator_support import (
     install_crd,
     restricted_namespace,
     result_keys,
+    run_folder,
     run_manifest,
     upload_tree,
 )
@@ -98,11 +99,11 @@ def test_220_sample_run_succeeds_with_a_complete_package(env):
     assert status["progress"] == "220/220" and status["samples"]["succeeded"] == 220 and status["samples"]["failed"] == 0
     assert len(ledger) == 220 and ledger_bytes < LEDGER_LIMIT
     rows = pq.read_table(
-        io.BytesIO(client.get_object(Bucket=bucket, Key="out/runs/stress/submission/data/train-00000-of-00001.parquet")["Body"].read())
+        io.BytesIO(client.get_object(Bucket=bucket, Key=f"out/runs/{run_folder(status)}/submission/data/train-00000-of-00001.parquet")["Body"].read())
     ).to_pylist()
     expected = pq.read_table(dataset / stress.PARQUET).to_pylist()
     assert [r["task_id"] for r in rows] == [e["task_id"] for e in expected]
-    root = "out/runs/stress/submission"
+    root = f"out/runs/{run_folder(status)}/submission"
     for row, source in zip(rows, expected, strict=True):
         for column in (*stress.FIRST_COLUMNS, "rubric_pretty", "rubric_json"):
             assert row[column] == source[column], (row["task_id"], column)
@@ -112,6 +113,6 @@ def test_220_sample_run_succeeds_with_a_complete_package(env):
         seen = {path.split("/reference_files/", 1)[1]: size for path, size in parse_inventory(text).items()}
         assert seen == {ref.split("/", 1)[1]: (dataset / ref).stat().st_size for ref in source["reference_files"]}, row["task_id"]
     assert sum(stress.LINE_SEPARATOR in r["prompt"] for r in rows) >= 40
-    committed = result_keys(client, bucket, "out", "stress")
+    committed = result_keys(client, bucket, "out", run_folder(status))
     assert len(committed) == 220
     assert_committed_once(committed)

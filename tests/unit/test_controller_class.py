@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gdpval import contract
 from gdpval.controller import names as n
 from gdpval.controller.kube import Conflict
 from gdpval.controller.ledger import decode
@@ -25,7 +26,8 @@ from gdpval.submission.build import build_submission
 from support import runs
 from support.fake_kube import Crash, FakeKube
 
-NS, NAME, UID = "team", "r1", "uid-1"
+NS, NAME, UID = "team", "r1", "0f3c9a7e-5b1d-4c2e-9a8f-1234567890ab"
+RUN = layout.cluster_run(NS, NAME, UID)  # the run's folder in its output
 TASKS = ("t1", "t2", "t3")
 ENTRIES = runs.entries([runs.task(t) for t in TASKS])
 SPEC = {"model": {"name": "m"}, "output": {"url": "s3://bucket/p"}, "parallelism": 2, "samples": {"retries": 1, "backoffSeconds": 10}}
@@ -101,15 +103,15 @@ class Operator:
 
     def play(self) -> None:
         """Every Job and pod that is running finishes and writes what it writes, results last."""
-        self._finish(n.COMPONENT_PREPARE, lambda: runs.write_run(self.storage, NAME, ENTRIES))
+        self._finish(n.COMPONENT_PREPARE, lambda: runs.write_run(self.storage, RUN, ENTRIES))
         for pod in self.sample_pods("Pending", "Running"):
             labels = pod["metadata"]["labels"]
             entry = next(e for e in ENTRIES if e.sample.sample_id == pod["metadata"]["annotations"][n.A_SAMPLE_ID])
             attempt = int(labels[n.L_ATTEMPT])
             files = {"out.txt": b"answer"}
-            runs.commit(self.storage, NAME, entry, attempt, runs.succeeded(entry, attempt, files), files)
+            runs.commit(self.storage, RUN, entry, attempt, runs.succeeded(entry, attempt, files), files)
             self.kube.set_pod_phase(NS, pod["metadata"]["name"], "Succeeded")
-        self._finish(n.COMPONENT_ASSEMBLE, lambda: build_submission(self.storage, NAME))
+        self._finish(n.COMPONENT_ASSEMBLE, lambda: build_submission(self.storage, RUN))
 
     def _finish(self, component: str, work) -> None:
         job = self.job(component)
@@ -149,7 +151,8 @@ def test_a_run_goes_prepare_samples_assemble_succeeded(tmp_path):
     op.play()
     op.reconcile()
     status = op.kube.statuses[(NS, NAME)]
-    assert op.state == "Succeeded" and status["submissionURI"] == op.storage.url(layout.submission(NAME))
+    assert op.state == "Succeeded" and status["submissionURI"] == op.storage.url(layout.submission(RUN))
+    assert RUN == "team.r1-0f3c9a7e" and status["storageURI"] == op.storage.url(layout.run_root(RUN))
     assert status["samples"] == {"total": 3, "pending": 0, "running": 0, "succeeded": 3, "failed": 0, "retried": 0}
     assert op.reasons() == ["Preparing", "Running", "Assembling", "Succeeded"]
     assert sorted(op.kube.pods_created) == [(e.sample.sample_id, 1) for e in ENTRIES]
@@ -360,3 +363,34 @@ def test_the_ledger_is_read_again_after_an_operator_restart(tmp_path):
     op.reconcile()
     op.reconcile()
     assert op.kube.calls[calls:].count("read_ledger") == 1 and len(op.sample_pods()) == 2
+
+
+def test_a_prepare_job_refusing_another_runs_storage_fails_the_run_with_storage_conflict(tmp_path):
+    op = Operator(tmp_path)
+    op.reconcile()
+    job = op.job(n.COMPONENT_PREPARE)
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][3] == RUN
+    message = f"error: {op.storage.url(layout.run_json(RUN))} belongs to GdpvalRun other/r1 (uid 1), not to ...: delete that folder ..."
+    terminated = {"exitCode": contract.EXIT_RUN_CONFLICT, "reason": "Error", "message": message}
+    pod = {"metadata": {"name": "r1-prepare-x", "namespace": NS, "labels": job["spec"]["template"]["metadata"]["labels"]}}
+    op.kube.pods[(NS, "r1-prepare-x")] = {**pod, "status": {"phase": "Failed", "containerStatuses": [{"name": "prepare", "state": {"terminated": terminated}}]}}
+    op.kube.finish_job(NS, job["metadata"]["name"], ok=False)
+    op.reconcile()
+    ready = next(c for c in op.kube.statuses[(NS, NAME)]["conditions"] if c["type"] == "Ready")
+    assert op.state == "Failed" and ready["reason"] == "StorageConflict"
+    assert (
+        ready["message"].startswith(f"the run's storage {op.storage.url(layout.run_root(RUN))} is not this run's: ")
+        and "delete that folder" in ready["message"]
+    )
+    assert op.kube.statuses[(NS, NAME)]["storageURI"] == op.storage.url(layout.run_root(RUN))
+
+
+def test_a_run_started_by_an_older_operator_keeps_its_folder(tmp_path):
+    op = Operator(tmp_path)
+    runs.write_run(op.storage, NAME, ENTRIES)
+    op.kube.statuses[(NS, NAME)] = {"state": "Running", "startTime": "2023-11-14T22:00:00Z", "datasetRevision": "a" * 40}
+    for _ in range(2):
+        op.reconcile()
+        assert op.kube.statuses[(NS, NAME)]["storageURI"] == op.storage.url(layout.run_root(NAME))
+    commands = [p["spec"]["containers"][0]["command"] for p in op.sample_pods()]
+    assert len(commands) == 2 and all(cmd[cmd.index("--run-name") + 1] == NAME for cmd in commands)

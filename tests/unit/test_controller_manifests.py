@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -129,8 +130,11 @@ def test_prepare_job_receives_the_run_settings_as_json():
         sandbox={"network": True, "allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]},
         parallelism=7,
     )
-    container = m.prepare_job(c)["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["gdpval", "prepare", "--run-name", "demo", "--cache-dir", contract.CACHE_DIR]
+    job = m.prepare_job(c)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["gdpval", "prepare", "--run-name", "ns.demo-uid1", "--owner", "ns/demo/uid-1", "--cache-dir", contract.CACHE_DIR]
+    rule = job["spec"]["podFailurePolicy"]["rules"][0]
+    assert rule == {"action": "FailJob", "onExitCodes": {"containerName": "prepare", "operator": "In", "values": [contract.EXIT_RUN_CONFLICT]}}
     env = {e["name"]: e.get("value") for e in container["env"]}
     sent = json.loads(env[contract.SETTINGS_ENV])
     assert RunSettings.model_validate(sent) == RunSettings.of(c.spec)
@@ -148,9 +152,18 @@ def test_pod_deadline_leaves_room_to_stage_and_upload(agent, pod):
 def test_assemble_job():
     job = m.assemble_job(ctx())
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["gdpval", "submission", "build", "--run-name", "demo", "--output", "s3://bucket/pre"]
+    assert container["command"] == ["gdpval", "submission", "build", "--run-name", "ns.demo-uid1", "--output", "s3://bucket/pre"]
     assert secret_refs(container) == {"s3creds"} and "OPENAI_API_KEY" not in env_names(container)
     assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_every_step_of_a_run_uses_its_own_folder_and_a_run_started_before_keeps_its_name():
+    c = ctx()
+    pod = m.sample_pod(c, "s-r0", 1, "tok")["spec"]
+    steps = [pod["initContainers"][0]["command"], pod["containers"][0]["command"], m.assemble_job(c)["spec"]["template"]["spec"]["containers"][0]["command"]]
+    assert all(cmd[cmd.index("--run-name") + 1] == "ns.demo-uid1" for cmd in steps)
+    legacy = dataclasses.replace(c, legacy_storage=True)
+    assert legacy.storage_name == "demo" and "demo" in m.sample_pod(legacy, "s-r0", 1, "tok")["spec"]["containers"][0]["command"]
 
 
 def test_network_policy_allows_only_dns_and_the_two_endpoints():

@@ -252,6 +252,9 @@ class GdpvalRunStatus(SettingsModel):
     start_time: str | None = None
     completion_time: str | None = None
     dataset_revision: str | None = None
+    storage_uri: str | None = Field(
+        default=None, alias="storageURI", max_length=2048, description="The run's folder: run.json, manifest, per-sample attempts, submission."
+    )
     submission_uri: str | None = Field(default=None, alias="submissionURI")
     submission_ready_rate: float | None = Field(
         default=None, description="Share of samples that left final text or a deliverable file (the benchmark's submission_ready)."

@@ -23,7 +23,7 @@ from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
 from gdpval.controller.policy import job_error_current, secrets_due
 from gdpval.controller.reconcile import Blocker, Observed, Probe, needed_probes
-from gdpval.storage import NotFound, Storage, StorageError
+from gdpval.storage import NotFound, Storage, StorageError, layout
 
 log = logging.getLogger("gdpval.operator")
 OpenStorage = Callable[[OutputSpec, Mapping[str, str] | None], Storage]
@@ -49,6 +49,7 @@ class Gatherer:
             return replace(obs, blockers=tuple(blockers)), None
         try:
             storage = self._storage(memory, ctx, check.s3_credentials)
+            obs = replace(obs, storage_uri=storage.url(layout.run_root(ctx.storage_name)))
             ledger, version = await asyncio.to_thread(self._load_ledger, memory, ctx, storage, obs.now)
             obs = replace(obs, ledger=ledger, blockers=tuple(blockers), create_failures=dict(memory.create_failures))
             obs = await _load_samples(memory, ctx, storage, obs)
@@ -84,7 +85,7 @@ class Gatherer:
         if found is not None:
             ledger, version = decode(found[0]), found[1]
         else:
-            ledger = s3io.rebuild_ledger(storage, ctx.name, now) if s3io.is_prepared(storage, ctx.name) else {}
+            ledger = s3io.rebuild_ledger(storage, ctx.storage_name, now) if s3io.is_prepared(storage, ctx.storage_name) else {}
             version = self.kube.create_ledger(manifests.ledger_configmap(ctx, encode(ledger)))
             if ledger:
                 log.info("run %s/%s: ledger rebuilt from S3 with %d samples", ctx.namespace, ctx.name, len(ledger))
@@ -97,7 +98,7 @@ class Gatherer:
         out = {}
         for sample, attempt in needed_probes(obs):
             exists = (sample, attempt) in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
-            out[(sample, attempt)] = s3io.probe(storage, ctx.name, sample, attempt, exists)
+            out[(sample, attempt)] = s3io.probe(storage, ctx.storage_name, sample, attempt, exists)
         return out
 
 
@@ -125,7 +126,7 @@ async def _load_samples(memory: RunMemory, ctx: RunContext, storage: Storage, ob
         if not ((prepare and prepare.succeeded) or obs.status.dataset_revision):
             return obs
         try:
-            memory.samples, memory.revision = await asyncio.to_thread(s3io.load_samples, storage, ctx.name)
+            memory.samples, memory.revision = await asyncio.to_thread(s3io.load_samples, storage, ctx.storage_name)
         except (NotFound, ValidationError, ValueError) as exc:
             return replace(obs, manifest_error=f"the prepare Job finished but the manifest is unreadable: {exc}")
     return replace(obs, samples=memory.samples, dataset_revision=memory.revision)
@@ -137,6 +138,6 @@ async def _load_submission(ctx: RunContext, storage: Storage, obs: Observed) -> 
     if not (job and job.succeeded):
         return obs
     try:
-        return replace(obs, submission=await asyncio.to_thread(s3io.read_submission, storage, ctx.name))
+        return replace(obs, submission=await asyncio.to_thread(s3io.read_submission, storage, ctx.storage_name))
     except (NotFound, ValueError, KeyError) as exc:
         return replace(obs, submission_error=f"the assemble Job finished but submission_info.json is unreadable: {exc}")

@@ -17,6 +17,7 @@ from gdpval import contract as c
 from gdpval.controller import names as n
 from gdpval.controller.api import API_VERSION, KIND, GdpvalRunSpec, Resources
 from gdpval.settings import RunSettings
+from gdpval.storage import layout
 
 PREPARE_BACKOFF_LIMIT = 3
 JOB_DEADLINE_SECONDS = 6 * 3600
@@ -55,6 +56,12 @@ class RunContext:
     spec: GdpvalRunSpec
     agent_image: str
     sandbox_image: str
+    legacy_storage: bool = False  # started by an operator that kept a run's files under runs/<name>/
+
+    @property
+    def storage_name(self) -> str:
+        """The run's folder under runs/ in its output: the `--run-name` of every Job and pod."""
+        return self.name if self.legacy_storage else layout.cluster_run(self.namespace, self.name, self.uid)
 
     def owner_reference(self) -> dict[str, Any]:
         return {
@@ -142,7 +149,7 @@ def _pod_spec(ctx: RunContext, containers: list[dict[str, Any]], volumes: list[d
 
 
 def _common_args(ctx: RunContext) -> list[str]:
-    return ["--run-name", ctx.name, "--output", ctx.spec.output.url]
+    return ["--run-name", ctx.storage_name, "--output", ctx.spec.output.url]
 
 
 def settings_json(spec: GdpvalRunSpec) -> str:
@@ -150,7 +157,7 @@ def settings_json(spec: GdpvalRunSpec) -> str:
     return json.dumps(RunSettings.of(spec).wire(), sort_keys=True, ensure_ascii=False)
 
 
-def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]]) -> dict[str, Any]:
+def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
     env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
     container = _container(
@@ -170,6 +177,7 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
         "spec": {
             "backoffLimit": backoff_limit,
             "activeDeadlineSeconds": JOB_DEADLINE_SECONDS,
+            **spec,
             "template": {
                 "metadata": template_meta,
                 "spec": _pod_spec(ctx, [container], [{"name": "scratch", "emptyDir": {}}], sample=False),
@@ -179,10 +187,15 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
 
 
 def prepare_job(ctx: RunContext) -> dict[str, Any]:
-    """`gdpval prepare` with the run settings as JSON in its environment (not as rebuilt flags)."""
-    args = ["gdpval", "prepare", "--run-name", ctx.name, "--cache-dir", c.CACHE_DIR]
+    """`gdpval prepare` with the run settings as JSON in its environment (not as rebuilt flags).
+
+    Its storage holding another run (exit `EXIT_RUN_CONFLICT`) fails the Job at once: retries cannot help.
+    """
+    owner = f"{ctx.namespace}/{ctx.name}/{ctx.uid}"
+    args = ["gdpval", "prepare", "--run-name", ctx.storage_name, "--owner", owner, "--cache-dir", c.CACHE_DIR]
     env = [{"name": c.SETTINGS_ENV, "value": settings_json(ctx.spec)}]
-    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env)
+    conflict = {"action": "FailJob", "onExitCodes": {"containerName": n.COMPONENT_PREPARE, "operator": "In", "values": [c.EXIT_RUN_CONFLICT]}}
+    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env, podFailurePolicy={"rules": [conflict]})
 
 
 def assemble_job(ctx: RunContext) -> dict[str, Any]:

@@ -42,6 +42,7 @@ class PodView:
     unschedulable: str = ""
     failure: str = ""  # why a Failed pod failed, short
     message: str = ""  # termination message of the failed container (logs tail), for conditions
+    exit_code: int = 0  # of the failed container
     disrupted: bool = False  # ended by the cluster (DisruptionTarget, preemption, eviction, node shutdown)
     gated: str = ""  # scheduling gates holding it (Kueue admission and the like), comma-separated
     scheduled: float = 0.0  # when it was bound to a node (PodScheduled=True), 0 before
@@ -107,16 +108,16 @@ def _disrupted(status: Mapping[str, Any]) -> bool:
     return status.get("phase") == "Failed" and status.get("reason") in DISRUPTION_REASONS
 
 
-def _failure(status: Mapping[str, Any]) -> tuple[str, str]:
-    """A short reason and the failed container's termination message."""
+def _failure(status: Mapping[str, Any]) -> tuple[str, str, int]:
+    """A short reason, the failed container's termination message and its exit code."""
     if status.get("phase") != "Failed":
-        return "", ""
+        return "", "", 0
     for cs in _statuses(status):
         term = (cs.get("state") or {}).get("terminated") or {}
         if term and term.get("exitCode", 0) != 0:
             reason = f"{cs.get('name')}-{term.get('reason') or 'Error'}-exit{term.get('exitCode')}"
-            return reason, (term.get("message") or "").strip()[-400:]
-    return status.get("reason") or "Failed", status.get("message", "")
+            return reason, (term.get("message") or "").strip()[-400:], int(term["exitCode"])
+    return status.get("reason") or "Failed", status.get("message", ""), 0
 
 
 def parse_pod(body: Mapping[str, Any]) -> PodView:
@@ -125,7 +126,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
     annotations = meta.get("annotations", {}) or {}
     status = body.get("status", {}) or {}
     reason, waiting = _waiting(status)
-    failure, message = _failure(status)
+    failure, message, exit_code = _failure(status)
     try:
         attempt = int(labels.get(n.L_ATTEMPT, "0"))
     except ValueError:
@@ -143,6 +144,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         unschedulable=_unschedulable(status),
         failure=failure,
         message=message,
+        exit_code=exit_code,
         disrupted=_disrupted(status),
         gated=_gates(body.get("spec", {}) or {}, status),
         scheduled=_scheduled(status),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
+from gdpval import contract
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
@@ -80,6 +81,7 @@ class Observed:
     samples: tuple[str, ...] | None = None
     dataset_revision: str | None = None
     manifest_error: str = ""
+    storage_uri: str = ""  # the run's folder in its output, once the storage was opened
     blockers: tuple[Blocker, ...] = ()
     probes: Mapping[tuple[str, int], Probe] = field(default_factory=dict)
     create_failures: Mapping[str, tuple[float, str]] = field(default_factory=dict)
@@ -380,15 +382,21 @@ def _job_missing_or_failed(obs: Observed, plan: Plan, job: JobView | None, compo
             plan.create_jobs.append(component)
         return True
     if job.failed:
-        detail = _job_pod_message(obs, component) or job.message
+        pod = _job_failed_pod(obs, component)
+        detail = (pod.message if pod else "") or job.message
+        if pod and component == n.COMPONENT_PREPARE and pod.exit_code == contract.EXIT_RUN_CONFLICT:
+            _fail(
+                obs, plan, "StorageConflict", f"the run's storage {obs.storage_uri or obs.spec.output.url} is not this run's: {detail.removeprefix('error: ')}"
+            )
+            return True
         _fail(obs, plan, failed_reason, f"the {component} Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`")
         return True
     return False
 
 
-def _job_pod_message(obs: Observed, component: str) -> str:
+def _job_failed_pod(obs: Observed, component: str) -> PodView | None:
     failed = [p for p in obs.pods if p.component == component and p.phase == "Failed"]
-    return failed[-1].message if failed and failed[-1].message else ""
+    return failed[-1] if failed else None
 
 
 def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:

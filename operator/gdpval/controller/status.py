@@ -13,6 +13,7 @@ from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tok
 from gdpval.controller.observe import iso
 from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan
 from gdpval.settings import PINNED_SECTIONS
+from gdpval.storage import layout
 
 PINNED = (*PINNED_SECTIONS, "output")
 MAX_MESSAGE = 1024
@@ -125,12 +126,23 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         start_time=prev.start_time or iso(obs.now),
         completion_time=(prev.completion_time or iso(obs.now)) if terminal else None,
         dataset_revision=obs.dataset_revision or prev.dataset_revision,
+        storage_uri=obs.storage_uri or prev.storage_uri,
         submission_uri=submission.uri if submission else prev.submission_uri,
         submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         conditions=merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation),
     )
+
+
+def legacy_storage(name: str, prev: GdpvalRunStatus) -> bool:
+    """The run was started by an operator that kept its files under runs/<name>/: it stays there.
+
+    Such a run has a status with a start time and either no storage URI or that folder's.
+    """
+    if prev.storage_uri:
+        return prev.storage_uri.endswith(f"/{layout.run_root(name)}")
+    return bool(prev.start_time)
 
 
 def blocked_status(prev: GdpvalRunStatus, generation: int, reason: str, message: str, now: float) -> GdpvalRunStatus:

@@ -31,7 +31,7 @@ from gdpval.controller.memory import RunMemory
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, WATCHDOG_SECONDS, error_backoff, report_errors, stalled
 from gdpval.controller.reconcile import RESYNC_SECONDS, TERMINAL_STATES, Observed, Plan, Tally, decide
-from gdpval.controller.status import blocked_status, build_status, settled_status, transition_notes
+from gdpval.controller.status import blocked_status, build_status, legacy_storage, settled_status, transition_notes
 
 log = logging.getLogger("gdpval.operator")
 RunKey = tuple[str, str]
@@ -230,6 +230,7 @@ class Controller:
             spec,
             spec.images.agent or self.defaults.agent_image or "",
             spec.images.sandbox or self.defaults.sandbox_image or "",
+            legacy_storage(meta["name"], prev),
         )
         obs = Observed(
             now=self.clock(),

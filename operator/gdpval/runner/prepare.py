@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from gdpval import __version__
 from gdpval.dataset.loader import LoadedDataset, MissingReference, load_dataset
 from gdpval.dataset.selection import select
-from gdpval.errors import GdpvalError
-from gdpval.manifest import ManifestEntry, ReferenceFile, RunRecord, dump_manifest, load_manifest
+from gdpval.errors import GdpvalError, RunConflict
+from gdpval.manifest import ManifestEntry, ReferenceFile, RunOwner, RunRecord, dump_manifest, load_manifest
 from gdpval.settings import Change, Path_, RunSettings, flag_specs, nest, resume_settings, wire_path
 from gdpval.storage import NotFound, Storage, layout
 
@@ -51,7 +51,7 @@ def settings_for(stored: RunRecord | None, given: dict[Path_, Any], flags: bool 
     if revision and revision != stored.dataset.revision:
         changes.append(Change(("dataset", "revision"), stored.dataset.revision, revision))
     if changes:
-        raise GdpvalError(describe_changes(stored.run_name, changes, flags))
+        raise RunConflict(describe_changes(stored.run_name, changes, flags))
     return wanted
 
 
@@ -81,9 +81,21 @@ def describe_changes(run: str, changes: list[Change], flags: bool) -> str:
     return f"run {run!r} already exists with other settings: {listed}; {what}, or choose a new run name"
 
 
-def plan(run_name: str, settings: RunSettings, dataset: LoadedDataset) -> tuple[RunRecord, list[ManifestEntry]]:
+def check_owner(storage: Storage, stored: RunRecord | None, owner: RunOwner | None) -> None:
+    """A cluster run resumes only its own run.json: another GdpvalRun's, or one without an owner
+    (a local run, an operator before owners were recorded), is refused, never overwritten or adopted."""
+    if owner is None or stored is None or stored.owner == owner:
+        return
+    writer = str(stored.owner) if stored.owner else "a run without an owner (gdpval run, or an older operator)"
+    raise RunConflict(
+        f"{storage.url(layout.run_json(stored.run_name))} belongs to {writer}, not to {owner}: "
+        "delete that folder if its results are not needed, or create a new GdpvalRun (it gets its own folder)"
+    )
+
+
+def plan(run_name: str, settings: RunSettings, dataset: LoadedDataset, owner: RunOwner | None = None) -> tuple[RunRecord, list[ManifestEntry]]:
     """The run record and one manifest entry per selected sample (pure apart from the clock)."""
-    record = RunRecord(run_name=run_name, settings=settings, dataset=dataset.ref, created_at=time.time(), gdpval_version=__version__)
+    record = RunRecord(run_name=run_name, owner=owner, settings=settings, dataset=dataset.ref, created_at=time.time(), gdpval_version=__version__)
     tasks = {task.task_id: task for task in dataset.tasks}
     entries = [
         ManifestEntry(
@@ -97,15 +109,16 @@ def plan(run_name: str, settings: RunSettings, dataset: LoadedDataset) -> tuple[
 
 
 def load_and_plan(
-    storage: Storage, run_name: str, given: dict[Path_, Any], cache_dir: Path, flags: bool = True
+    storage: Storage, run_name: str, given: dict[Path_, Any], cache_dir: Path, flags: bool = True, owner: RunOwner | None = None
 ) -> tuple[LoadedDataset, RunRecord, list[ManifestEntry]]:
     """Settings (stored ones on resume), the dataset at the run's pinned revision, and the samples."""
     stored = read_record(storage, run_name)
+    check_owner(storage, stored, owner)
     settings = settings_for(stored, given, flags)
     revision = stored.dataset.revision if stored else settings.dataset.revision
     source = settings.dataset
     dataset = load_dataset(source.id, revision=revision, split=source.split, cache_dir=cache_dir)
-    record, entries = plan(run_name, settings, dataset)
+    record, entries = plan(run_name, settings, dataset, owner)
     return dataset, record, entries
 
 
@@ -146,5 +159,6 @@ def save_or_resume(storage: Storage, record: RunRecord, entries: list[ManifestEn
         storage.put_text(layout.manifest(run), dump_manifest(entries))
         storage.put_text(layout.run_json(run), record.dump())
         return record, entries, False
+    check_owner(storage, stored, record.owner)
     resumed = stored.model_copy(update={"settings": record.settings})
     return resumed, load_manifest(storage.get_text(layout.manifest(run))), True

@@ -25,6 +25,12 @@ def dataset_ref(dataset_key: str, path: str) -> str:
     return f"{dataset_refs(dataset_key)}/{path.removeprefix('reference_files/')}"
 
 
+def cluster_run(namespace: str, name: str, uid: str) -> str:
+    """A GdpvalRun's folder name under runs/: readable, and unique to one run, so two runs of one name
+    (other namespaces, other clusters, a deleted and recreated run) never share state in a bucket."""
+    return f"{namespace}.{name}-{re.sub('[^a-z0-9]', '', uid.lower())[:8]}"
+
+
 def run_root(run: str) -> str:
     return f"runs/{run}"
 
