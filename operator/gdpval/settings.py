@@ -158,11 +158,34 @@ class PromptSettings(SettingsModel):
 
 
 class SandboxSettings(SettingsModel):
-    """What a sample's sandbox may reach."""
+    """What a sample's sandbox may reach, and the resources it may use."""
 
     network: Annotated[bool, Flag(("--network/--no-network",))] = Field(
         default=False, description="Let sandboxes reach the network (on Kubernetes: beyond the model and S3 endpoints)."
     )
+    memory_mib: Annotated[int, Flag(("--sandbox-memory-mb",))] = Field(
+        default=4096, ge=256, le=1_048_576, alias="memoryMiB", description="Memory of one sample's sandbox in MiB, its /tmp (a tmpfs) included."
+    )
+    pids: Annotated[int, Flag(("--sandbox-pids",))] = Field(
+        default=1024, ge=32, le=1_000_000, description="Most processes and threads in one sample's sandbox."
+    )
+    disk_mib: Annotated[int, Flag(("--sandbox-disk-mb",))] = Field(
+        default=10240, ge=64, le=10_485_760, alias="diskMiB", description="Disk of one sample's /workspace in MiB (its /tmp counts against memory instead)."
+    )
+    cpus: Annotated[float | None, Flag(("--sandbox-cpus",))] = Field(
+        default=None, ge=0.1, le=1024, description="CPU quota of one sample's sandbox in cores; empty means no quota."
+    )
+    strict_limits: Annotated[bool, Flag(("--strict-limits/--no-strict-limits",))] = Field(
+        default=False, description="Refuse to run when a sandbox limit cannot be enforced on this machine, instead of warning at start."
+    )
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MIB
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_mib * MIB
 
 
 class DeliverableSettings(SettingsModel):
@@ -172,10 +195,21 @@ class DeliverableSettings(SettingsModel):
         default=200, ge=1, le=100_000, alias="maxFileMiB", description="Largest deliverable file kept, in MiB; larger ones are refused and listed."
     )
     max_files: Annotated[int, Flag(("--max-deliverable-files",))] = Field(default=200, ge=1, le=100_000, description="Most deliverable files kept per sample.")
+    max_total_mib: Annotated[int, Flag(("--max-deliverable-total-mb",))] = Field(
+        default=1024,
+        ge=1,
+        le=1_000_000,
+        alias="maxTotalMiB",
+        description="Most deliverable bytes kept per sample in MiB, by apparent size (sparse files count whole); files past it are refused and listed.",
+    )
 
     @property
     def max_file_bytes(self) -> int:
         return self.max_file_mib * MIB
+
+    @property
+    def max_total_bytes(self) -> int:
+        return self.max_total_mib * MIB
 
 
 class OutputSettings(SettingsModel):

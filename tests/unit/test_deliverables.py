@@ -214,3 +214,28 @@ def test_large_files_stream_through_a_temp_copy(tmp_path: Path, store: LocalStor
     got = collect(tmp_path, max_file_bytes=10 * MB, max_files=10)
     assert upload(got, store, "p/") == ["video.mp4"]
     assert store.get_bytes("p/video.mp4") == data
+
+
+def test_total_cap_counts_apparent_size_of_sparse_files(tmp_path: Path, store: LocalStorage) -> None:
+    folder = tmp_path / "deliverable_files"
+    folder.mkdir()
+    for index in range(6):
+        with open(folder / f"sparse-{index}.bin", "wb") as fh:
+            fh.truncate(3 * MB)  # no block on disk, 3 MiB once copied
+    got = collect(tmp_path, max_file_bytes=4 * MB, max_files=100, max_total_bytes=10 * MB)
+    assert [f.relpath for f in got.files] == ["sparse-0.bin", "sparse-1.bin", "sparse-2.bin"]
+    assert {r.path for r in got.refused} == {f"sparse-{i}.bin" for i in range(3, 6)}
+    assert all("total size cap" in r.reason for r in got.refused)
+    assert upload(got, store, "d") == ["sparse-0.bin", "sparse-1.bin", "sparse-2.bin"]
+
+
+def test_total_cap_holds_when_a_file_grows_after_collection(tmp_path: Path, store: LocalStorage) -> None:
+    folder = tmp_path / "deliverable_files"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"x" * MB)
+    (folder / "b.bin").write_bytes(b"y" * MB)
+    got = collect(tmp_path, max_file_bytes=4 * MB, max_files=100, max_total_bytes=3 * MB)
+    (folder / "a.bin").write_bytes(b"x" * 3 * MB)
+    assert upload(got, store, "d") == ["a.bin"]
+    assert sum(len(v) for v in stored(store).values()) <= 3 * MB
+    assert "b.bin" in reasons(got)

@@ -84,7 +84,7 @@ def commit(attempt: Attempt, storage: Storage, result: SampleResult, host_worksp
     """Upload deliverables and transcript, then write result.json: the commit marker."""
     if host_workspace is not None:
         caps = attempt.record.settings.deliverables
-        collected = collect(host_workspace, max_file_bytes=caps.max_file_bytes, max_files=caps.max_files)
+        collected = collect(host_workspace, max_file_bytes=caps.max_file_bytes, max_files=caps.max_files, max_total_bytes=caps.max_total_bytes)
         result.deliverable_files = upload(collected, storage, attempt.keys.deliverables)
         result.refused_files = list(collected.refused)
         result.renamed_files = list(collected.renamed)

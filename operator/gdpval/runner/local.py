@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -23,7 +24,10 @@ from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit
 from gdpval.runner.state import progress_from_keys
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
+from gdpval.sandbox.limits import Limits
+from gdpval.sandbox.limits import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox
+from gdpval.settings import SandboxSettings
 from gdpval.storage import Storage, layout
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,10 @@ def _succeeded(storage: Storage, run: str, sample: str, attempt: int) -> bool:
     return result.status == SampleStatus.succeeded
 
 
+def sandbox_limits(settings: SandboxSettings) -> Limits:
+    return Limits(settings.memory_bytes, settings.pids, settings.disk_bytes, settings.cpus, settings.strict_limits)
+
+
 class LocalRunner:
     def __init__(
         self,
@@ -73,6 +81,10 @@ class LocalRunner:
         self.on_event = on_event
         self.stopping = threading.Event()
         self.active: set[LocalSandbox] = set()
+        self.limits = sandbox_limits(record.settings.sandbox)
+        if options.isolation != "none":
+            for line in check_limits(self.limits):
+                print(line, file=sys.stderr, flush=True)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"gdpval-{record.run_name}-", dir=options.workdir))
 
     def run(self, todo: list[tuple[ManifestEntry, int]]) -> list[SampleResult]:
@@ -118,7 +130,8 @@ class LocalRunner:
         workspace.mkdir(parents=True)
         scratch.mkdir()
         try:
-            with LocalSandbox(workspace, references, network=self.record.settings.sandbox.network, isolation=self.options.isolation) as box:
+            network = self.record.settings.sandbox.network
+            with LocalSandbox(workspace, references, network=network, isolation=self.options.isolation, limits=self.limits) as box:
                 self.active.add(box)
                 try:
                     view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])

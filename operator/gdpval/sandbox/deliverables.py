@@ -51,6 +51,7 @@ class Deliverable:
 class Collected:
     root: Path  # <workspace>/deliverable_files
     max_file_bytes: int
+    max_total_bytes: int | None = None  # by apparent size: a sparse file counts whole, as it is copied
     files: list[Deliverable] = field(default_factory=list)
     refused: list[RefusedFile] = field(default_factory=list)
     renamed: list[RenamedFile] = field(default_factory=list)
@@ -212,10 +213,10 @@ class _Walker:
             os.close(child)
 
 
-def collect(workspace: Path, *, max_file_bytes: int, max_files: int) -> Collected:
+def collect(workspace: Path, *, max_file_bytes: int, max_files: int, max_total_bytes: int | None = None) -> Collected:
     """The regular files under deliverable_files/ within the caps, and everything refused."""
     root = Path(workspace) / DELIVERABLE_DIR
-    result = Collected(root=root, max_file_bytes=max_file_bytes)
+    result = Collected(root=root, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
     if not os.path.lexists(root):
         return result
     try:
@@ -229,9 +230,24 @@ def collect(workspace: Path, *, max_file_bytes: int, max_files: int) -> Collecte
     finally:
         os.close(root_fd)
     files = sorted(walker.files)
-    result.files, result.renamed, clashes = _portable([Deliverable(rel, root / rel, size) for rel, size in files[:max_files]])
-    result.refused = sorted(walker.refused + clashes + _over_count(files[max_files:], max_files), key=lambda r: r.path)
+    within, over_total = _within_total(files[:max_files], max_total_bytes)
+    result.files, result.renamed, clashes = _portable([Deliverable(rel, root / rel, size) for rel, size in within])
+    result.refused = sorted(walker.refused + clashes + over_total + _over_count(files[max_files:], max_files), key=lambda r: r.path)
     return result
+
+
+def _within_total(files: list[tuple[str, int]], max_total: int | None) -> tuple[list[tuple[str, int]], list[RefusedFile]]:
+    """Files in name order while their apparent sizes add up to at most `max_total`; the rest refused."""
+    if max_total is None:
+        return files, []
+    kept, refused, total = [], [], 0
+    for rel, size in files:
+        if total + size > max_total:
+            refused.append(RefusedFile(path=rel, reason=f"over the total size cap of the sample ({max_total} bytes)"))
+            continue
+        total += size
+        kept.append((rel, size))
+    return kept, refused
 
 
 def _over_count(extra: list[tuple[str, int]], max_files: int) -> list[RefusedFile]:
@@ -267,29 +283,32 @@ def _open_chain(root: Path, parts: list[str], fds: list[int]) -> None:
         raise Refused(f"changed after collection and no longer a plain file path ({exc.strerror})") from None
 
 
-def _read_capped(fd: int, out, limit: int) -> None:
-    """Copy at most `limit` bytes; a file that grew past the cap is refused."""
+def _read_capped(fd: int, out, limit: int) -> int:
+    """Copy at most `limit` bytes and say how many; a file that grew past the cap is refused."""
     copied = 0
     while chunk := os.read(fd, CHUNK):
         copied += len(chunk)
         if copied > limit:
             raise Refused(f"grew over the size cap ({limit} bytes) after collection")
         out.write(chunk)
+    return copied
 
 
-def _upload_one(root: Path, relpath: str, storage: Storage, key: str, max_bytes: int) -> None:
+def _upload_one(root: Path, relpath: str, storage: Storage, key: str, max_bytes: int) -> int:
+    """Upload one file of at most `max_bytes`; the bytes uploaded."""
     with _open_beneath(root, relpath) as fd:
         st = os.fstat(fd)
         _check_file_stat(st, max_bytes)
         if st.st_size <= IN_MEMORY_BYTES:
             buf = _Buffer()
-            _read_capped(fd, buf, max_bytes)
+            copied = _read_capped(fd, buf, max_bytes)
             storage.put_bytes(key, bytes(buf.data))
-            return
+            return copied
         with tempfile.NamedTemporaryFile(prefix="gdpval-deliverable-") as tmp:
-            _read_capped(fd, tmp, max_bytes)
+            copied = _read_capped(fd, tmp, max_bytes)
             tmp.flush()
             storage.put_file(key, Path(tmp.name))
+            return copied
 
 
 class _Buffer:
@@ -309,12 +328,16 @@ def upload(collected: Collected, storage: Storage, prefix: str) -> list[str]:
     """
     uploaded: list[str] = []
     base = prefix.rstrip("/")
+    budget = collected.max_total_bytes
     for item in collected.files:
         key = f"{base}/{item.key}" if base else item.key
+        cap = collected.max_file_bytes if budget is None else min(collected.max_file_bytes, budget)
         try:
-            _upload_one(collected.root, item.relpath, storage, key, collected.max_file_bytes)
+            copied = _upload_one(collected.root, item.relpath, storage, key, cap)
         except Refused as exc:
             collected.refused.append(RefusedFile(path=item.relpath, reason=str(exc)))
             continue
         uploaded.append(item.key)
+        if budget is not None:
+            budget -= copied
     return uploaded

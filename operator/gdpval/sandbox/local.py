@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -36,6 +37,8 @@ from typing import Literal
 from gdpval import contract
 from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
+from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
+from gdpval.sandbox.limits import Limits, LoopDisk, SampleCgroup, cgroup_support, loop_disk_support
 
 Isolation = Literal["auto", "bwrap", "none"]
 
@@ -63,15 +66,19 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _namespace_args(network: bool, seccomp_fd: int) -> list[str]:
+def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None) -> list[str]:
     """Namespaces and privileges: a user namespace whose one uid maps to the runner's, so the
     sandbox holds no capability on the host even when the runner is root; no capability inside it
-    either, no further user namespaces, and the seccomp filter read from `seccomp_fd`."""
-    args = ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
-    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--seccomp", str(seccomp_fd)]
+    either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp of
+    `tmp_bytes`. Without a filter (benchmarks only) none of that hardening is applied."""
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
+    if seccomp_fd is not None:
+        args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
+        args += ["--unshare-cgroup", "--seccomp", str(seccomp_fd)]
     if not network:
         args.append("--unshare-net")
-    return args + _system_binds() + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
+    return args + _system_binds() + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
 
 
 def _pipe_holding(data: bytes) -> int:
@@ -93,7 +100,7 @@ def bwrap_status() -> tuple[bool, str]:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
-    argv = [BWRAP, *_namespace_args(False, filter_fd), "--remount-ro", "/", "--", "/usr/bin/true"]
+    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits().memory_bytes), "--remount-ro", "/", "--", "/usr/bin/true"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -174,8 +181,13 @@ class LocalSandbox:
         network: bool = False,
         isolation: Isolation = "auto",
         python: str | None = None,
+        limits: Limits | None = None,
+        harden: bool = True,
     ) -> None:
+        """`harden=False` leaves out the user namespace, seccomp and limits: only to measure their cost."""
         self.workspace = Path(workspace).absolute()
+        self.limits = limits or Limits()
+        self.harden = harden
         self.references = _checked_references(references)
         self.network = network
         self.isolated, self._isolation_note = self._choose_isolation(isolation)
@@ -185,6 +197,8 @@ class LocalSandbox:
         self._runtime: Path | None = None
         self._proc: subprocess.Popen | None = None
         self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
+        self._cgroup: SampleCgroup | None = None
+        self._disk: LoopDisk | None = None
 
     @staticmethod
     def _choose_isolation(isolation: Isolation) -> tuple[bool, str]:
@@ -268,12 +282,20 @@ class LocalSandbox:
         }
 
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
-        args = [BWRAP, *_namespace_args(self.network, fds["seccomp"])]
+        tmp_bytes = self.limits.memory_bytes if self.harden else None
+        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes)]
         args += ["--bind", str(self.workspace), contract.WORKSPACE, "--dir", contract.REFERENCES]
         for dataset_path, host in sorted(self.references.items()):
             args += ["--ro-bind", str(host), f"/{dataset_path}"]
         args += ["--ro-bind", str(TOOLSERVER), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
-        return args + ["--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
+        argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
+        if not self.harden:
+            return argv
+        argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
+        if self._cgroup is None:
+            return argv
+        joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
+        return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh", *argv]
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
@@ -306,6 +328,8 @@ class LocalSandbox:
         self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-", dir=_socket_base()))
         (self._runtime / "tmp").mkdir()
         try:
+            if self.isolated and self.harden:
+                self._enforce_limits()
             self._spawn()
             self.client().wait_ready(READY_TIMEOUT_S)
         except BaseException as exc:
@@ -314,6 +338,14 @@ class LocalSandbox:
             if isinstance(exc, SandboxUnavailable):
                 raise SandboxUnavailable(f"sandbox did not start: {exc}; server said: {detail}") from None
             raise
+
+    def _enforce_limits(self) -> None:
+        """The sample's cgroup and disk where this machine allows them (see gdpval.sandbox.limits)."""
+        name = f"{CGROUP_PREFIX}{self._id}"
+        if not cgroup_support(self.limits.cpus is not None):
+            self._cgroup = SampleCgroup(name, self.limits)
+        if not loop_disk_support():
+            self._disk = LoopDisk(self.runtime / "disk.img", self.workspace, self.limits.disk_bytes)
 
     def _spawn(self) -> None:
         """Start the server with its listening socket, the read end of a lifeline pipe, and pipes
@@ -327,7 +359,7 @@ class LocalSandbox:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline, self._lifeline = os.pipe()
         fds = {"listen": listener.fileno(), "lifeline": lifeline, "token": _pipe_holding(self.token.encode())}
-        if self.isolated:
+        if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
         try:
             listener.bind(str(self.runtime / "tool.sock"))
@@ -374,6 +406,13 @@ class LocalSandbox:
             self._proc.wait()
             self._proc = None
         _kill_marked(f"{MARKER_ENV}={self._id}".encode())
+        if self._cgroup is not None:
+            self._cgroup.kill()
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._disk is not None:
+            self._disk.remove()
+            self._disk = None
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None

@@ -530,10 +530,26 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--python", default=sys.executable, help="interpreter for python_exec")
     parser.add_argument("--token-file", help=f"file holding the bearer token (default: ${TOKEN_ENV})")
     parser.add_argument("--lifeline", type=int, metavar="FD", help="exit when this pipe's writer (the launcher) is gone")
+    parser.add_argument("--max-procs", type=int, metavar="N", help="RLIMIT_NPROC of every command (set it only inside a user namespace of its own)")
+    parser.add_argument("--max-file-bytes", type=int, metavar="N", help="RLIMIT_FSIZE of every command: the largest file one may write")
     args = parser.parse_args(argv)
     if args.max_output < 100:
         parser.error("--max-output must be at least 100")
     return args
+
+
+def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int]) -> None:
+    """Hard limits that commands inherit and cannot raise again.
+
+    In a user namespace of its own the kernel counts RLIMIT_NPROC over that namespace's tasks only,
+    so it caps the sandbox's processes and threads whether the launcher is root or not.
+    """
+    import resource
+
+    if max_procs is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_procs, max_procs))
+    if max_file_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -543,6 +559,7 @@ def _on_term(signum: int, frame: object) -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     token = _read_token(args.token_file)
+    _set_limits(args.max_procs, args.max_file_bytes)
     workspace = os.path.abspath(args.workspace)
     os.makedirs(os.path.join(workspace, "deliverable_files"), exist_ok=True)
     server, address = make_server(args.listen)

@@ -1,0 +1,276 @@
+"""Per-sample resource limits of local sandboxes, and which of them this machine can enforce.
+
+- processes: RLIMIT_NPROC set by the tool server inside the sandbox's own user namespace, where the
+  kernel counts only that namespace's tasks (5.14+), so it holds as root and as non-root; a pids
+  cgroup backs it where one can be made;
+- memory (the sandbox's /tmp is a tmpfs of the same size, charged to it) and the CPU quota: a cgroup
+  per sample, v1 (one per controller hierarchy) or v2, made under the runner's own cgroup when that
+  is writable (root, or a delegated v2 subtree); otherwise not enforced;
+- disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted; otherwise only a
+  per-file cap (RLIMIT_FSIZE) holds;
+- the end of a sample: bubblewrap's pid namespace dies with its first process, taking every process
+  of the sample; the cgroup is also killed (cgroup.kill on v2, freeze and kill on v1).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdpval.errors import GdpvalError
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+CPU_PERIOD_US = 100_000
+KILL_WAIT_S = 3.0
+MKFS = "/usr/sbin/mkfs.ext4"
+PREFIX = "gdpval-"
+STALE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = 4096 * 1024 * 1024
+    pids: int = 1024
+    disk_bytes: int = 10240 * 1024 * 1024
+    cpus: float | None = None
+    strict: bool = False
+
+
+class LimitUnavailable(GdpvalError):
+    """A limit cannot be enforced here and the run asked for strict limits."""
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under "" its v2 path."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+@functools.cache
+def cgroup_version() -> int:
+    """2 on a unified hierarchy, 1 when the controllers sit in v1 hierarchies, 0 when neither is mounted."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return 2
+    return 1 if (CGROUP_ROOT / "memory").is_dir() else 0
+
+
+def _parent(controller: str) -> Path:
+    own = _own_cgroups()
+    if cgroup_version() == 2:
+        return CGROUP_ROOT / own.get("", "/").lstrip("/")
+    return CGROUP_ROOT / controller / own.get(controller, "/").lstrip("/")
+
+
+def _writable(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
+
+def _v2_controllers(parent: Path) -> set[str]:
+    try:
+        return set((parent / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return set()
+
+
+def _v2_enable(parent: Path, wanted: set[str]) -> bool:
+    """Enable controllers for children; a cgroup holding processes must first move them to a leaf."""
+    missing = wanted - _v2_controllers(parent)
+    if not missing:
+        return True
+    try:
+        (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(missing)))
+    except OSError:
+        try:
+            leaf = parent / "gdpval-runner"
+            leaf.mkdir(exist_ok=True)
+            for pid in (parent / "cgroup.procs").read_text().split():
+                try:
+                    (leaf / "cgroup.procs").write_text(pid)
+                except OSError:
+                    continue
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(missing)))
+        except OSError:
+            return False
+    return not wanted - _v2_controllers(parent)
+
+
+@functools.cache
+def cgroup_support(cpu: bool) -> str:
+    """ "" when a per-sample cgroup with memory, pids (and cpu) can be made here, else why not."""
+    version = cgroup_version()
+    if version == 0:
+        return "no cgroup hierarchy is mounted"
+    if version == 2:
+        parent = _parent("")
+        if not _writable(parent):
+            return f"cgroup v2: {parent} is not writable by this user (no delegated subtree)"
+        wanted = {"memory", "pids", *(["cpu"] if cpu else [])}
+        return "" if _v2_enable(parent, wanted) else f"cgroup v2: cannot enable {', '.join(sorted(wanted))} under {parent}"
+    wanted_v1 = [c for c in V1_CONTROLLERS if c != "cpu" or cpu]
+    for controller in wanted_v1:
+        parent = _parent(controller)
+        if not _writable(parent):
+            return f"cgroup v1: {parent} is missing or not writable by this user"
+    return ""
+
+
+@functools.cache
+def loop_disk_support() -> str:
+    """ "" when a loop-mounted image can hold /workspace (root with mkfs.ext4 and loop devices), else why not."""
+    if os.geteuid() != 0:
+        return "only root can loop-mount a per-sample disk"
+    if not os.access(MKFS, os.X_OK) or not shutil.which("mount"):
+        return f"{MKFS} or mount is missing"
+    if not os.path.exists("/dev/loop-control"):
+        return "no loop devices (/dev/loop-control)"
+    return ""
+
+
+def report(limits: Limits) -> list[tuple[str, bool, str]]:
+    """(limit, enforced, how or why not) for each limit, as the run prints it at start."""
+    cgroup = cgroup_support(limits.cpus is not None)
+    via = f"cgroup v{cgroup_version()}"
+    disk = loop_disk_support()
+    rows = [
+        ("processes", True, f"{limits.pids}: RLIMIT_NPROC in the sandbox's user namespace" + ("" if cgroup else f" and {via} pids.max")),
+        ("memory", not cgroup, f"{limits.memory_bytes >> 20} MiB, /tmp included: {via}" if not cgroup else f"not enforced: {cgroup}"),
+        ("disk", not disk, f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image" if not disk else f"not enforced ({disk}); only a per-file cap"),
+    ]
+    if limits.cpus is not None:
+        rows.append(("cpu", not cgroup, f"{limits.cpus:g} cores: {via}" if not cgroup else f"not enforced: {cgroup}"))
+    return rows
+
+
+def check(limits: Limits) -> list[str]:
+    """The lines to print at start; raises LimitUnavailable for an unenforced limit under strict limits."""
+    rows = report(limits)
+    missing = [f"{name} {how}" for name, enforced, how in rows if not enforced]
+    if missing and limits.strict:
+        raise LimitUnavailable("sandbox limits cannot be enforced here (strictLimits is on): " + "; ".join(missing))
+    return [f"sandbox {name}: {how}" for name, _, how in rows]
+
+
+@functools.cache
+def _sweep_stale(parent: Path) -> None:
+    """Remove empty sample cgroups a killed runner left behind (a minute old: a live one is never empty that long)."""
+    for path in parent.glob(f"{PREFIX}*"):
+        try:
+            if time.time() - path.stat().st_mtime > STALE_S and not (path / "cgroup.procs").read_text().strip():
+                path.rmdir()
+        except OSError:
+            continue
+
+
+class SampleCgroup:
+    """One sample's cgroup: v1 one directory per controller hierarchy, v2 one directory."""
+
+    def __init__(self, name: str, limits: Limits) -> None:
+        self.version = cgroup_version()
+        controllers = [""] if self.version == 2 else [c for c in V1_CONTROLLERS if c != "cpu" or limits.cpus is not None]
+        self.dirs = {c: _parent(c) / name for c in controllers}
+        for path in self.dirs.values():
+            _sweep_stale(path.parent)
+        for path in self.dirs.values():
+            path.mkdir()
+        try:
+            self._apply(limits)
+        except OSError:
+            self.remove()
+            raise
+
+    def _write(self, controller: str, name: str, value: str) -> None:
+        (self.dirs[controller] / name).write_text(value)
+
+    def _apply(self, limits: Limits) -> None:
+        quota = None if limits.cpus is None else int(limits.cpus * CPU_PERIOD_US)
+        if self.version == 2:
+            self._write("", "memory.max", str(limits.memory_bytes))
+            if (self.dirs[""] / "memory.swap.max").exists():
+                self._write("", "memory.swap.max", "0")
+            self._write("", "pids.max", str(limits.pids))
+            if quota is not None:
+                self._write("", "cpu.max", f"{quota} {CPU_PERIOD_US}")
+            return
+        self._write("memory", "memory.limit_in_bytes", str(limits.memory_bytes))
+        if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
+            self._write("memory", "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+        self._write("pids", "pids.max", str(limits.pids))
+        if quota is not None:
+            self._write("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            self._write("cpu", "cpu.cfs_quota_us", str(quota))
+
+    @property
+    def procs_files(self) -> list[str]:
+        """Where a process writes its pid to join the sample's cgroup(s)."""
+        return [str(path / "cgroup.procs") for path in self.dirs.values()]
+
+    def _pids(self) -> list[int]:
+        pids: set[int] = set()
+        for path in self.dirs.values():
+            try:
+                pids.update(int(p) for p in (path / "cgroup.procs").read_text().split())
+            except OSError:
+                continue
+        return sorted(pids)
+
+    def kill(self) -> None:
+        """Kill every process of the sample: cgroup.kill on v2; on v1 freeze (no forking away), kill, thaw."""
+        if self.version == 2 and (self.dirs[""] / "cgroup.kill").exists():
+            self._write("", "cgroup.kill", "1")
+        else:
+            frozen = "freezer" in self.dirs
+            if frozen:
+                self._write("freezer", "freezer.state", "FROZEN")
+            for pid in self._pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if frozen:
+                self._write("freezer", "freezer.state", "THAWED")
+        deadline = time.monotonic() + KILL_WAIT_S
+        while self._pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        for path in self.dirs.values():
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+
+
+class LoopDisk:
+    """A sparse ext4 image of the disk cap, loop-mounted (nosuid, nodev) on the host workspace folder."""
+
+    def __init__(self, image: Path, mountpoint: Path, size: int) -> None:
+        self.image, self.mountpoint = image, mountpoint
+        with open(image, "wb") as fh:
+            fh.truncate(size)
+        opts = "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0"
+        _run([MKFS, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", opts, str(image)])
+        _run(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(mountpoint)])
+        (mountpoint / "lost+found").rmdir()
+
+    def remove(self) -> None:
+        if os.path.ismount(self.mountpoint):
+            if subprocess.run(["umount", str(self.mountpoint)], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", str(self.mountpoint)], capture_output=True)
+        self.image.unlink(missing_ok=True)
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(argv[:2])} failed: {done.stderr.strip()[-300:]}")
