@@ -5,12 +5,16 @@ said at start that the limit holds; where it said "not enforced", that line and 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from gdpval.sandbox import limits
 from support.attacks import NOBODY
 
 USERS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nonroot"])
@@ -125,3 +129,19 @@ def test_sparse_deliverables_count_whole_against_the_total_cap(run_script, uid: 
     assert sorted(r["path"] for r in result["refused_files"]) == [f"sparse-{i}.bin" for i in range(3, 7)]
     written = sum(p.stat().st_size for p in run.output.rglob("*") if p.is_file())
     assert written < 2 * 100 * 1024 * 1024  # the attempt's copy and the submission's
+
+
+def test_a_killed_runners_workspace_disk_is_swept(tmp_path: Path) -> None:
+    """A runner killed before it unmounted leaves its loop mount; the next runner's first disk removes it."""
+    assert limits.loop_disk_support() == "", "this suite runs as root, where the workspace disk is a loop mount"
+    runtime = Path(tempfile.mkdtemp(prefix=limits.RUNTIME_PREFIX))
+    mountpoint = tmp_path / "workspace"
+    mountpoint.mkdir()
+    limits.LoopDisk(runtime / limits.IMAGE_FILE, mountpoint, 64 * 1024 * 1024)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (runtime / limits.OWNER_FILE).write_text(str(dead.pid))
+    assert os.path.ismount(mountpoint)
+    limits.sweep_orphan_disks.cache_clear()
+    limits.sweep_orphan_disks()
+    assert not os.path.ismount(mountpoint) and not runtime.exists()

@@ -31,6 +31,9 @@ CPU_PERIOD_US = 100_000
 KILL_WAIT_S = 3.0
 MKFS = "/usr/sbin/mkfs.ext4"
 PREFIX = "gdpval-"
+RUNTIME_PREFIX = "gdpval-sbx-"  # the sandbox's private folder, which holds the image
+IMAGE_FILE = "disk.img"
+OWNER_FILE = "owner"
 STALE_S = 60.0
 
 
@@ -252,10 +255,16 @@ class SampleCgroup:
 
 
 class LoopDisk:
-    """A sparse ext4 image of the disk cap, loop-mounted (nosuid, nodev) on the host workspace folder."""
+    """A sparse ext4 image of the disk cap, loop-mounted (nosuid, nodev) on the host workspace folder.
+
+    Beside the image, `owner` holds the runner's pid, so a runner killed before unmounting leaves a
+    mount the next one sweeps away (`sweep_orphan_disks`).
+    """
 
     def __init__(self, image: Path, mountpoint: Path, size: int) -> None:
         self.image, self.mountpoint = image, mountpoint
+        sweep_orphan_disks()
+        (image.parent / OWNER_FILE).write_text(str(os.getpid()))
         with open(image, "wb") as fh:
             fh.truncate(size)
         opts = "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0"
@@ -268,6 +277,35 @@ class LoopDisk:
             if subprocess.run(["umount", str(self.mountpoint)], capture_output=True).returncode != 0:
                 subprocess.run(["umount", "-l", str(self.mountpoint)], capture_output=True)
         self.image.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@functools.cache
+def sweep_orphan_disks() -> None:
+    """Unmount workspace images whose runner is gone (killed before its sandboxes stopped); once per process."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        source = fields[fields.index("-") + 2] if "-" in fields else ""
+        if not source.startswith("/dev/loop"):
+            continue
+        try:
+            image = Path(Path(f"/sys/block/{Path(source).name}/loop/backing_file").read_text().strip())
+            owner = int((image.parent / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if image.name == IMAGE_FILE and image.parent.name.startswith(RUNTIME_PREFIX) and not _alive(owner):
+            mountpoint = fields[4].replace("\\040", " ")
+            subprocess.run(["umount", "-l", mountpoint], capture_output=True)
+            shutil.rmtree(image.parent, ignore_errors=True)
 
 
 def _run(argv: list[str]) -> None:

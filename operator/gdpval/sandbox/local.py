@@ -37,8 +37,8 @@ from typing import Literal
 from gdpval import contract
 from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
+from gdpval.sandbox.limits import IMAGE_FILE, RUNTIME_PREFIX, Limits, LoopDisk, SampleCgroup, cgroup_support, loop_disk_support
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
-from gdpval.sandbox.limits import Limits, LoopDisk, SampleCgroup, cgroup_support, loop_disk_support
 
 Isolation = Literal["auto", "bwrap", "none"]
 
@@ -325,7 +325,7 @@ class LocalSandbox:
                 self._isolation_note,
             )
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self._runtime = Path(tempfile.mkdtemp(prefix="gdpval-sbx-", dir=_socket_base()))
+        self._runtime = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX, dir=_socket_base()))
         (self._runtime / "tmp").mkdir()
         try:
             if self.isolated and self.harden:
@@ -345,7 +345,7 @@ class LocalSandbox:
         if not cgroup_support(self.limits.cpus is not None):
             self._cgroup = SampleCgroup(name, self.limits)
         if not loop_disk_support():
-            self._disk = LoopDisk(self.runtime / "disk.img", self.workspace, self.limits.disk_bytes)
+            self._disk = LoopDisk(self.runtime / IMAGE_FILE, self.workspace, self.limits.disk_bytes)
 
     def _spawn(self) -> None:
         """Start the server with its listening socket, the read end of a lifeline pipe, and pipes
