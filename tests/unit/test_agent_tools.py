@@ -87,3 +87,13 @@ def test_raw_control_characters_in_strings_are_accepted_and_flagged():
     assert parse_call("python_exec", escaped) == ParsedCall("python_exec", argument=code)
     raw = escaped.replace("\\n", "\n").replace("\\t", "\t")  # what llama.cpp may send: real newline and tab
     assert parse_call("python_exec", raw) == ParsedCall("python_exec", argument=code, repaired=True)
+
+
+def test_a_flood_reaches_the_model_as_head_and_tail_within_the_cap() -> None:
+    from gdpval.agent.tools import MAX_RESULT_CHARS, capped
+
+    flood = "HEAD" + "x" * 50_000_000 + "TAIL"
+    shown = render_result(flood, 0, False, 10)
+    assert len(shown) <= MAX_RESULT_CHARS and shown.startswith("HEAD") and shown.endswith("TAIL\n[exit code 0]")
+    assert "characters omitted by the harness" in shown
+    assert capped("short") == "short" and len(capped("y" * 100_001, 1000)) <= 1000

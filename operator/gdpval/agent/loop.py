@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import openai
 
 from gdpval.agent.prompt import NUDGE
-from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, parse_call, render_result, tools_for
+from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
 from gdpval.sample import ErrorKind, SampleStatus, Usage, storable
 from gdpval.settings import AgentSettings, ModelSettings
@@ -237,6 +237,7 @@ class AgentLoop:
 
     def _run_tool(self, call, parsed: ParsedCall) -> dict[str, Any]:
         content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
+        content = capped(content)
         self.transcript.event(
             "tool_result",
             id=call.id,

@@ -11,6 +11,8 @@ from typing import Any
 TOOL_ARGUMENT = {"bash": "command", "python_exec": "code", "submit": "answer"}
 WORK_TOOLS = ("bash", "python_exec")
 TIMEOUT = "timeout"
+# What one tool result may carry back to the model and the transcript, whatever the sandbox answered.
+MAX_RESULT_CHARS = 40_000
 
 
 def _tool(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +110,17 @@ def applied_timeout(requested: float | None, default: float, cap: float, remaini
 
 
 def render_result(output: str, exit_code: int, timed_out: bool, timeout: float) -> str:
-    """What the model reads back: the output, then the exit status on its own line."""
+    """What the model reads back: the output (head and tail within the cap), then the exit status on its own line."""
     status = f"[timed out after {timeout:g} s; the command was killed]" if timed_out else f"[exit code {exit_code}]"
-    return f"{output.rstrip()}\n{status}" if output.strip() else status
+    output = capped(output.rstrip(), MAX_RESULT_CHARS - len(status) - 1)
+    return f"{output}\n{status}" if output.strip() else status
+
+
+def capped(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    """`text` within `limit` characters: its head and tail, with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    template = "\n[... {} characters omitted by the harness ...]\n"
+    keep = max(0, limit - len(template.format(len(text))))  # the real count has no more digits than len(text)
+    head = keep - keep // 2
+    return text[:head] + template.format(len(text) - keep) + text[len(text) - keep // 2 :]

@@ -1,16 +1,24 @@
-"""Client of the sandbox tool server over loopback TCP or a unix socket (stdlib http.client)."""
+"""Client of the sandbox tool server over loopback TCP or a unix socket (stdlib http.client).
+
+The server runs inside the sandbox, so its replies are untrusted: a reply is read up to
+MAX_REPLY_BYTES, and each call has a total deadline that a watchdog enforces by shutting the
+socket, so a server that drips bytes cannot stretch a call past it.
+"""
 
 from __future__ import annotations
 
 import http.client
 import json
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 TIMEOUT_MARGIN_S = 30.0  # the server's kill grace and response time on top of the tool timeout
 HEALTH_TIMEOUT_S = 2.0
+MAX_REPLY_BYTES = 2 * 1024 * 1024  # the server keeps 30,000 characters of output: at most ~200 KB of JSON
+MAX_ERROR_CHARS = 500
 
 
 class SandboxUnavailable(Exception):
@@ -52,6 +60,17 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _cut(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The deadline passed: shut the socket so the blocked read returns at once."""
+    expired.set()
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class SandboxClient:
     """Calls one sandbox's tools; a fresh connection per call keeps it safe across threads."""
 
@@ -73,20 +92,31 @@ class SandboxClient:
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _request(self, method: str, path: str, body: dict | None, timeout: float) -> tuple[int, dict]:
+        """One request, over within `timeout` seconds in all, whatever pace the server keeps."""
         conn = self._connection(timeout)
         headers = {"Authorization": f"Bearer {self.token}"}
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        expired = threading.Event()
+        watchdog = threading.Timer(timeout, _cut, (conn, expired))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise SandboxUnavailable(f"sandbox at {self.address} unreachable: {exc!r}") from None
+            raw = resp.read(MAX_REPLY_BYTES + 1)
+            if expired.is_set():
+                raise TimeoutError("cut at the deadline")
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            why = f"no complete reply within {timeout:g} s" if expired.is_set() else f"unreachable: {exc!r}"
+            raise SandboxUnavailable(f"sandbox at {self.address} {why}") from None
         finally:
+            watchdog.cancel()
             conn.close()
+        if len(raw) > MAX_REPLY_BYTES:
+            raise SandboxError(f"sandbox answered more than {MAX_REPLY_BYTES} bytes", resp.status)
         try:
             payload = json.loads(raw)
         except ValueError:
@@ -98,7 +128,7 @@ class SandboxClient:
         body = {**arguments, "timeout": timeout}
         status, payload = self._request("POST", f"/v1/tools/{quote(tool, safe='')}", body, timeout + TIMEOUT_MARGIN_S)
         if status != 200:
-            raise SandboxError(f"sandbox refused {tool}: {status} {payload.get('error', '')}".strip(), status)
+            raise SandboxError(f"sandbox refused {tool}: {status} {str(payload.get('error', ''))[:MAX_ERROR_CHARS]}".strip(), status)
         try:
             return ToolOutput(
                 output=str(payload["output"]),
