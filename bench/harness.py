@@ -2,9 +2,10 @@
 
 Measures, side by side in one run (machines here are noisy; compare ratios, not absolutes):
   1. one tool-call round trip (client -> tool server -> bash -> back), bubblewrap vs plain process;
-  2. the fixed cost of a sample: sandbox start + stop, bubblewrap vs plain;
+  2. the fixed cost of a sample: sandbox start + stop, bubblewrap vs plain, and bubblewrap hardened (user
+     namespace, seccomp, cgroup, loop-mounted disk where allowed) vs unhardened, interleaved start by start;
   3. `gdpval run` over the 12-task sample at concurrency 1 and 4 (wall time, per-sample mean).
-Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20]
+Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20] [--sandbox-only]
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.sandbox.client import SandboxClient  # noqa: E402
+from gdpval.sandbox.limits import Limits  # noqa: E402
+from gdpval.sandbox.limits import check as check_limits  # noqa: E402
 from gdpval.sandbox.local import LocalSandbox  # noqa: E402
 from support.cli import gdpval, run_args  # noqa: E402
 from support.standins import make_standin_dataset  # noqa: E402
@@ -47,15 +50,28 @@ def round_trips(isolation: str, calls: int) -> dict[str, float]:
     return summarize(times)
 
 
+def one_start_stop(isolation: str, harden: bool = True) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        with LocalSandbox(Path(tmp), {}, isolation=isolation, harden=harden) as box:  # type: ignore[arg-type]
+            SandboxClient(box.address, box.token).wait_ready(30)
+        return time.perf_counter() - start
+
+
 def sandbox_start_stop(isolation: str, starts: int) -> dict[str, float]:
-    times = []
+    return summarize([one_start_stop(isolation) for _ in range(starts)])
+
+
+def hardening_cost(starts: int) -> dict[str, object]:
+    """Hardened and unhardened bubblewrap sandboxes, alternating, so both see the same machine load."""
+    hardened, plain = [], []
     for _ in range(starts):
-        with tempfile.TemporaryDirectory() as tmp:
-            start = time.perf_counter()
-            with LocalSandbox(Path(tmp), {}, isolation=isolation) as box:
-                SandboxClient(box.address, box.token).wait_ready(30)
-            times.append(time.perf_counter() - start)
-    return summarize(times)
+        hardened.append(one_start_stop("bwrap", harden=True))
+        plain.append(one_start_stop("bwrap", harden=False))
+    report: dict[str, object] = {"hardened": summarize(hardened), "unhardened": summarize(plain), "limits": check_limits(Limits())}
+    report["ratio_p50"] = summarize(hardened)["p50_ms"] / summarize(plain)["p50_ms"]
+    report["ratio_mean"] = summarize(hardened)["mean_ms"] / summarize(plain)["mean_ms"]
+    return report
 
 
 def full_run(dataset: Path, base_url: str, concurrency: int) -> dict[str, float]:
@@ -84,8 +100,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument("--sandbox-only", action="store_true", help="only the hardened vs unhardened start + stop")
     args = parser.parse_args()
-    report: dict[str, object] = {}
+    report: dict[str, object] = {"sandbox_start_stop_hardening": hardening_cost(args.starts)}
+    if args.sandbox_only:
+        print(json.dumps(report, indent=2))
+        return
     for isolation in ("bwrap", "none"):
         report[f"tool_round_trip_{isolation}"] = round_trips(isolation, args.calls)
         report[f"sandbox_start_stop_{isolation}"] = sandbox_start_stop(isolation, args.starts)
