@@ -385,8 +385,8 @@ def test_missing_secret_blocks_until_created(env):
     assert "late-secret" in ready["message"] and env.status(name)["state"] == "Blocked" and not env.jobs(name)
     secret = env.cp.core.read_namespaced_secret("s3-credentials", NS)
     env.cp.core.create_namespaced_secret(NS, {"metadata": {"name": "late-secret"}, "data": secret.data})
-    _wait(lambda: "prepare" in env.jobs(name), 60, "prepare Job after the secret appeared")
-    assert env.status(name)["state"] == "Preparing"
+    # The Job is created before the pass writes its status: wait for both, not for the first alone.
+    _wait(lambda: "prepare" in env.jobs(name) and env.status(name)["state"] == "Preparing", 60, "prepare Job and Preparing after the secret appeared")
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
 
