@@ -145,3 +145,17 @@ def test_a_killed_runners_workspace_disk_is_swept(tmp_path: Path) -> None:
     limits.sweep_orphan_disks.cache_clear()
     limits.sweep_orphan_disks()
     assert not os.path.ismount(mountpoint) and not runtime.exists()
+
+
+CPU_SPIN = "import time\nt, c = time.time(), time.process_time()\nwhile time.time() - t < 2:\n    pass\nprint('cpu', round(time.process_time() - c, 2))"
+
+
+@USERS
+def test_cpu_quota_holds_or_is_reported(run_script, uid: int) -> None:
+    run = run_script([{"python_exec": CPU_SPIN}], uid, "--sandbox-cpus", "0.5")
+    (out,) = run.tool_results()
+    used = float(out.split("cpu ")[1].split()[0])
+    if enforced(run, "cpu"):
+        assert used <= 1.3, out  # half a core over 2 s, with the quota's 100 ms granularity
+    else:
+        assert "not enforced" in run.stderr, run.stderr

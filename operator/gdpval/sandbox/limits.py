@@ -248,6 +248,8 @@ class SampleCgroup:
 
     def kill(self) -> None:
         """Kill every process of the sample: cgroup.kill on v2; on v1 freeze (no forking away), kill, thaw."""
+        if not self._pids():  # the usual case: the pid namespace died with bubblewrap
+            return
         if self.version == 2 and (self.dirs[""] / "cgroup.kill").exists():
             self._write("", "cgroup.kill", "1")
         else:
