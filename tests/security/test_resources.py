@@ -147,6 +147,16 @@ def test_a_killed_runners_workspace_disk_is_swept(tmp_path: Path) -> None:
     assert not os.path.ismount(mountpoint) and not runtime.exists()
 
 
+def test_a_killed_runners_file_system_template_is_swept() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=limits.TEMPLATE_PREFIX))
+    (stale / limits.OWNER_FILE).write_text(str(dead.pid))
+    limits._template.cache_clear()
+    fresh = limits._template(64 * 1024 * 1024)
+    assert not stale.exists() and (fresh.parent / limits.OWNER_FILE).read_text() == str(os.getpid())
+
+
 CPU_SPIN = "import time\nt, c = time.time(), time.process_time()\nwhile time.time() - t < 2:\n    pass\nprint('cpu', round(time.process_time() - c, 2))"
 
 

@@ -311,13 +311,21 @@ def _libc() -> ctypes.CDLL:
 
 @functools.cache
 def _template(size: int) -> Path:
-    """An empty ext4 image of `size` bytes, made once per process (deleted at exit).
+    """An empty ext4 image of `size` bytes, made once per process (deleted at exit, or by the next
+    process when this one was killed).
 
     No journal, no reserve, no online-resize inode, inode tables initialised lazily: it holds under
     2 MB of data whatever its size, so copying it is cheap.
     """
+    for stale in Path(tempfile.gettempdir()).glob(f"{TEMPLATE_PREFIX}*"):
+        try:
+            if not _alive(int((stale / OWNER_FILE).read_text())):
+                shutil.rmtree(stale, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
     folder = Path(tempfile.mkdtemp(prefix=TEMPLATE_PREFIX))
     atexit.register(shutil.rmtree, folder, True)
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
     image = folder / IMAGE_FILE
     with open(image, "wb") as fh:
         fh.truncate(size)
