@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_support import Kube, image_ref, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
+from operator_support import Kube, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 
 from gdpval.fakemodel.server import start_background
 from support.standins import make_standin_dataset
@@ -99,9 +99,14 @@ def install(kube: Kube, helm: Helm, values: dict) -> None:
 
 
 def adopt_crd(kube: Kube, release: str, namespace: str) -> None:
-    """A CRD kept by an earlier release (or applied by hand) is handed to this release, as a user would."""
+    """A CRD kept by an earlier release (or applied by hand) is handed to this release, as a user would.
+
+    The shared test cluster may hold the CRD of an older tree, applied by kubectl; it is brought to
+    this tree's first, or helm's server-side apply would conflict with kubectl's fields.
+    """
     if kube.run("get", "crd", CRD_NAME, check=False).returncode != 0:
         return
+    install_crd(kube)
     kube.run("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
     kube.run("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
 
