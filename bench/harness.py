@@ -68,7 +68,7 @@ def hardening_cost(starts: int) -> dict[str, object]:
     for _ in range(starts):
         hardened.append(one_start_stop("bwrap", harden=True))
         plain.append(one_start_stop("bwrap", harden=False))
-    report: dict[str, object] = {"hardened": summarize(hardened), "unhardened": summarize(plain), "limits": check_limits(Limits())}
+    report: dict[str, object] = {"hardened": summarize(hardened), "unhardened": summarize(plain), "limits": check_limits(Limits.of())}
     report["ratio_p50"] = summarize(hardened)["p50_ms"] / summarize(plain)["p50_ms"]
     report["ratio_mean"] = summarize(hardened)["mean_ms"] / summarize(plain)["mean_ms"]
     return report

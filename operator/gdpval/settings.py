@@ -179,14 +179,6 @@ class SandboxSettings(SettingsModel):
         default=False, description="Refuse to run when a sandbox limit cannot be enforced on this machine, instead of warning at start."
     )
 
-    @property
-    def memory_bytes(self) -> int:
-        return self.memory_mib * MIB
-
-    @property
-    def disk_bytes(self) -> int:
-        return self.disk_mib * MIB
-
 
 class DeliverableSettings(SettingsModel):
     """Caps on the files collected from a sample's deliverable_files/ folder."""

@@ -16,21 +16,21 @@ def nothing_enforceable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unenforced_limits_are_named_at_start(nothing_enforceable: None) -> None:
-    lines = limits.check(limits.Limits(cpus=1.5))
+    lines = limits.check(limits.Limits.of(SandboxSettings(cpus=1.5)))
     assert lines[0].startswith("sandbox processes: 1024: RLIMIT_NPROC")
     assert [line.split(":")[0] for line in lines if "not enforced" in line] == ["sandbox memory", "sandbox disk", "sandbox cpu"]
 
 
 def test_strict_limits_refuse_to_run(nothing_enforceable: None) -> None:
     with pytest.raises(GdpvalError, match="strictLimits.*memory not enforced.*disk not enforced"):
-        limits.check(limits.Limits(strict=True))
+        limits.check(limits.Limits.of(SandboxSettings(strict_limits=True)))
 
 
 def test_enforced_limits_say_how(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "cgroup_support", lambda cpu: "")
     monkeypatch.setattr(limits, "loop_disk_support", lambda: "")
     monkeypatch.setattr(limits, "cgroup_version", lambda: 2)
-    lines = limits.check(limits.Limits(strict=True))
+    lines = limits.check(limits.Limits.of(SandboxSettings(strict_limits=True)))
     assert "sandbox memory: 4096 MiB, /tmp included: cgroup v2" in lines
     assert "sandbox disk: 10240 MiB: loop-mounted ext4 image" in lines
 
@@ -38,4 +38,4 @@ def test_enforced_limits_say_how(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_settings_defaults_are_the_documented_ones() -> None:
     sandbox = SandboxSettings()
     assert (sandbox.memory_mib, sandbox.pids, sandbox.disk_mib, sandbox.cpus, sandbox.strict_limits) == (4096, 1024, 10240, None, False)
-    assert limits.Limits() == limits.Limits(sandbox.memory_bytes, sandbox.pids, sandbox.disk_bytes)
+    assert limits.Limits.of() == limits.Limits(4096 << 20, 1024, 10240 << 20)

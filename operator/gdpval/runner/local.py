@@ -27,7 +27,6 @@ from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox
-from gdpval.settings import SandboxSettings
 from gdpval.storage import Storage, layout
 
 log = logging.getLogger(__name__)
@@ -59,10 +58,6 @@ def _succeeded(storage: Storage, run: str, sample: str, attempt: int) -> bool:
     return result.status == SampleStatus.succeeded
 
 
-def sandbox_limits(settings: SandboxSettings) -> Limits:
-    return Limits(settings.memory_bytes, settings.pids, settings.disk_bytes, settings.cpus, settings.strict_limits)
-
-
 class LocalRunner:
     def __init__(
         self,
@@ -81,7 +76,7 @@ class LocalRunner:
         self.on_event = on_event
         self.stopping = threading.Event()
         self.active: set[LocalSandbox] = set()
-        self.limits = sandbox_limits(record.settings.sandbox)
+        self.limits = Limits.of(record.settings.sandbox)
         if options.isolation != "none":
             for line in check_limits(self.limits):
                 print(line, file=sys.stderr, flush=True)

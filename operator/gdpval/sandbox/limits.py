@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdpval.errors import GdpvalError
+from gdpval.settings import MIB, SandboxSettings
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
@@ -58,11 +59,18 @@ STALE_S = 60.0
 
 @dataclass(frozen=True)
 class Limits:
-    memory_bytes: int = 4096 * 1024 * 1024
-    pids: int = 1024
-    disk_bytes: int = 10240 * 1024 * 1024
+    """A sample's limits in the units the kernel takes; the defaults are the settings' (SandboxSettings)."""
+
+    memory_bytes: int
+    pids: int
+    disk_bytes: int
     cpus: float | None = None
     strict: bool = False
+
+    @classmethod
+    def of(cls, sandbox: SandboxSettings | None = None) -> Limits:
+        s = sandbox or SandboxSettings()
+        return cls(s.memory_mib * MIB, s.pids, s.disk_mib * MIB, s.cpus, s.strict_limits)
 
 
 class LimitUnavailable(GdpvalError):

@@ -100,7 +100,7 @@ def bwrap_status() -> tuple[bool, str]:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
-    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits().memory_bytes), "--remount-ro", "/", "--", "/usr/bin/true"]
+    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().memory_bytes), "--remount-ro", "/", "--", "/usr/bin/true"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -186,7 +186,7 @@ class LocalSandbox:
     ) -> None:
         """`harden=False` leaves out the user namespace, seccomp and limits: only to measure their cost."""
         self.workspace = Path(workspace).absolute()
-        self.limits = limits or Limits()
+        self.limits = limits or Limits.of()
         self.harden = harden
         self.references = _checked_references(references)
         self.network = network
