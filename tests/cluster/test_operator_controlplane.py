@@ -440,8 +440,12 @@ def test_stuck_pod_is_replaced_and_reported(env):
     )
     failed = _wait(lambda: env.condition(name, "Failed").get("status") == "True" and env.condition(name, "Failed"), 30, "Failed")
     assert failed["reason"] == "FailureBudgetExceeded" and "InvalidImageName" in failed["message"]
-    events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
-    assert any(e.reason == "PodStuck" and "InvalidImageName" in e.message for e in events)
+
+    def stuck_event() -> bool:
+        events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+        return any(e.reason == "PodStuck" and "InvalidImageName" in e.message for e in events)
+
+    _wait(stuck_event, 30, "a PodStuck Event (posted after the status write)")
 
 
 def test_run_deletes_without_finalizer_while_the_operator_is_down(env):
