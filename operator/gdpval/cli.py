@@ -234,6 +234,20 @@ def submission_build(run_name: RunName, output: Output) -> None:
     print(build_submission(open_storage(output), run_name).model_dump_json())
 
 
+@app.command()
+def report(
+    run_name: RunName,
+    output: Output,
+    compare: Annotated[Optional[list[str]], typer.Option(help="Another run in the same output to compare with (repeatable).")] = None,
+    price_in: Annotated[Optional[float], typer.Option(min=0, help="Price per million input tokens, for an estimated cost.")] = None,
+    price_out: Annotated[Optional[float], typer.Option(min=0, help="Price per million output tokens, for an estimated cost.")] = None,
+) -> None:
+    """Write one self-contained HTML report beside the run (runs/<run>/report.html)."""
+    from gdpval.report.cli import report_command
+
+    print(report_command(output, run_name, compare or [], price_in, price_out))
+
+
 @app.command("fake-model")
 def fake_model(
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks one).")] = 8000,

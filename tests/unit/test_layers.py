@@ -20,6 +20,7 @@ LAYERS = (
     ("gdpval.sandbox", "gdpval.submission"),
     ("gdpval.agent",),
     ("gdpval.runner",),
+    ("gdpval.report",),
     ("gdpval.controller", "gdpval.fakemodel"),
     ("gdpval.cli",),
 )

@@ -118,6 +118,11 @@ def results_parquet(run: str) -> str:
     return f"{run_root(run)}/{RESULTS_PARQUET}"
 
 
+def report(run: str) -> str:
+    """The run's self-contained HTML report, beside its results (relative links reach the attempts)."""
+    return f"{run_root(run)}/report.html"
+
+
 def submission(run: str) -> str:
     return f"{run_root(run)}/submission"
 

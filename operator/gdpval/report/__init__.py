@@ -1,0 +1,22 @@
+"""The run report: figures built from a run's records by pure functions, rendered to one HTML file beside the run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gdpval.report.model import Comparison, Prices, Report, build_report, compare
+from gdpval.report.records import ReportError, RunRecords, load_records
+from gdpval.report.render import render
+from gdpval.storage import Storage, layout
+
+__all__ = ["Comparison", "Prices", "Report", "ReportError", "RunRecords", "build_report", "compare", "load_records", "render", "write_report"]
+
+
+def write_report(storage: Storage, run: str, others: list[str] = [], prices: Prices | None = None) -> str:  # noqa: B006 (never mutated)
+    """Write runs/<run>/report.html (compared with `others` from the same storage) and return its URI."""
+    records = load_records(storage, run)
+    report = build_report(records, prices)
+    comparisons = [compare(report, build_report(load_records(storage, other, transcripts=False), prices)) for other in others]
+    page = render(report, records.transcripts, comparisons, datetime.now(UTC).isoformat(timespec="seconds"))
+    storage.put_bytes(layout.report(run), page.encode())
+    return storage.url(layout.report(run))

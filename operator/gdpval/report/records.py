@@ -1,0 +1,105 @@
+"""Reading a run's records from storage (the only I/O of the report): run.json, manifest, results, transcripts.
+
+A sample's committed result is its highest attempt with a result.json, as the submission builder
+chooses it; attempts without one are ignored. Transcripts are read as written (JSON lines, lone
+surrogates kept escaped), and a line that does not parse is kept as text, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from gdpval.errors import GdpvalError
+from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.sample import SampleResult
+from gdpval.storage import NotFound, Storage, layout
+from gdpval.submission.build import committed_attempts
+
+
+class ReportError(GdpvalError):
+    """A run cannot be reported (never prepared, unreadable records)."""
+
+
+@dataclass(frozen=True)
+class JudgeFigure:
+    """A local rubric judge's score of one sample: points over the rubric's maximum (a local estimate)."""
+
+    score: float
+    max_score: float
+
+    @property
+    def share(self) -> float:
+        return self.score / self.max_score if self.max_score else 0.0
+
+
+@dataclass
+class RunRecords:
+    """Everything stored about one run that the report shows, read once."""
+
+    record: RunRecord
+    entries: list[ManifestEntry]
+    results: dict[str, SampleResult] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)  # sample id -> committed attempt number
+    transcripts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scores: dict[str, JudgeFigure] = field(default_factory=dict)
+
+
+def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
+    """The run's records; `transcripts=False` skips the largest objects (a comparison needs none)."""
+    try:
+        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+        entries = load_manifest(storage.get_text(layout.manifest(run)))
+    except NotFound:
+        raise ReportError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
+    except ValidationError as exc:
+        raise ReportError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
+    chosen = committed_attempts(list(storage.list(layout.samples(run))), run)
+    records = RunRecords(record, entries, scores=judge_scores(storage, run))
+    for entry in entries:
+        sample = entry.sample.sample_id
+        if sample not in chosen:
+            continue
+        keys = layout.attempt_keys(run, sample, chosen[sample].attempt)
+        try:
+            records.results[sample] = SampleResult.model_validate_json(storage.get_text(keys.result))
+        except ValidationError as exc:
+            raise ReportError(f"{storage.url(keys.result)} is not a valid result: {exc.errors()[0]['msg']}") from None
+        records.attempts[sample] = chosen[sample].attempt
+        if transcripts:
+            records.transcripts[sample] = _transcript(storage, keys.transcript)
+    return records
+
+
+def parse_transcript(text: str) -> list[dict[str, Any]]:
+    """Transcript events; a line that is not a JSON object (a crash mid-write) becomes a `garbled` event."""
+    events = []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            event = None
+        events.append(event if isinstance(event, dict) else {"event": "garbled", "content": line})
+    return events
+
+
+def _transcript(storage: Storage, key: str) -> list[dict[str, Any]]:
+    try:
+        return parse_transcript(storage.get_bytes(key).decode("utf-8", errors="replace"))
+    except NotFound:
+        return []
+
+
+def judge_scores(storage: Storage, run: str) -> dict[str, JudgeFigure]:
+    """Scores the local judge stored for the run, read through its own reader; none while it has not run."""
+    try:
+        from gdpval.judge import load_scores
+    except ImportError:  # a build without the judge
+        return {}
+    scores = load_scores(storage, run).items()
+    return {sample: JudgeFigure(s.points, s.max_points) for sample, s in scores if s.fraction is not None}
