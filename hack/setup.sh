@@ -16,5 +16,10 @@ python="${PYTHON:-python3}"
 .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
 
 if [[ "${1:-}" == "--test" ]]; then
+  # The report's browser test drives Debian's Chromium through Playwright (no browser download).
+  if ! command -v chromium >/dev/null; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+  fi
   hack/cluster-prereqs.sh
 fi

@@ -222,6 +222,8 @@ def event_html(event: dict[str, Any]) -> str:
         return block("final answer (submit)", str(event.get("answer", "")))
     if kind == "end":
         return block("end", f"{event.get('status', '')} {event.get('error_kind') or ''} {event.get('error') or ''}".strip(), f"{event.get('steps', 0)} steps")
+    if kind == "garbled":
+        return block("unreadable line", str(event.get("content", "")), "not JSON: the attempt may have been cut short")
     rest = {k: v for k, v in event.items() if k not in ("event", "t")}
     return block(kind, json.dumps(rest, ensure_ascii=False, indent=1))
 
