@@ -18,6 +18,7 @@ from rich.console import Console
 from gdpval import contract
 from gdpval.controller.entry import operator_command
 from gdpval.errors import GdpvalError
+from gdpval.judge.command import judge_command
 from gdpval.settings import FlagSpec, Path_, flag_specs
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
@@ -258,6 +259,7 @@ def fake_model(
     seed: Annotated[int, typer.Option(help="Seed for fault decisions.")] = 0,
     latency: Annotated[float, typer.Option(help="Seconds added to every response.")] = 0.0,
     hold_after: Annotated[Optional[int], typer.Option(help="Hold chat replies after the first N, until POST /fake/release.")] = None,
+    fault_repeats: Annotated[int, typer.Option(min=1, help="Times one request gets its fault before a retry of it passes.")] = 1,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.server import serve
@@ -269,10 +271,11 @@ def fake_model(
             faults[kind] = float(rate) if sep else 1.0
         except ValueError:
             raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
-    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after)
+    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after, fault_repeats=fault_repeats)
 
 
 app.command("operator")(operator_command)
+app.command("judge")(judge_command)
 
 
 @app.command()

@@ -19,7 +19,7 @@ LAYERS = (
     ("gdpval.manifest",),
     ("gdpval.sandbox", "gdpval.submission"),
     ("gdpval.agent",),
-    ("gdpval.runner",),
+    ("gdpval.runner", "gdpval.judge"),
     ("gdpval.report",),
     ("gdpval.controller", "gdpval.fakemodel"),
     ("gdpval.cli",),

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gdpval.fakemodel import script
+from gdpval.fakemodel import judge, script
+from gdpval.judge import wire
 
 # Per request: also leave hostile entries beside the deliverable, to test what collection refuses.
 HOSTILE_BODY_FIELD = "fake_hostile"
@@ -258,6 +259,8 @@ class FakeModel:
             faults = self._faults_for(body)
         except ValueError as exc:
             return invalid(f"Invalid {FAULTS_BODY_FIELD}: {exc}.", param=FAULTS_BODY_FIELD)
+        if wire.is_judge_request(body):
+            return self._judge(body, faults)
         if SCRIPT_BODY_FIELD in body:
             try:
                 steps = script.validate_script(body[SCRIPT_BODY_FIELD])
@@ -303,6 +306,24 @@ class FakeModel:
         message = script.render_message(turn, fault if fault in script.CONTENT_FAULTS else None)
         self.count("completions")
         return Reply(200, self._completion(digest, messages, message), delay=delay)
+
+    def _judge(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
+        """Judge mode: scores for the rubric items the request carries, with its own faults."""
+        messages = body["messages"]
+        items = wire.rubric_of(messages)
+        if items is None:
+            return invalid(f"A judge request must carry its rubric as a text part starting {wire.RUBRIC_HEADER!r}.", param="messages")
+        digest = request_hash(body)
+        fault = judge.decide_fault(faults, self.config.seed, digest)
+        if fault is not None and self._fired.try_fire(digest, fault, self.config.fault_repeats):
+            self.count(f"fault:{fault}")
+        else:
+            fault = None
+        if fault in ("429", "500"):
+            return self._fault_reply(fault, messages)
+        self.count("completions")
+        message = {"role": "assistant", "content": judge.reply_content(items, digest, malformed=fault == "malformed")}
+        return Reply(200, self._completion(digest, messages, message), delay=self.config.latency)
 
     def _fire(self, fault: str | None, digest: str, turn: script.Plan) -> str | None:
         """Apply the repeat limits; context_length is permanent, like the real error."""

@@ -148,3 +148,21 @@ def package_deliverable(package_root: str, task_id: str, relpath: str) -> str:
 def package_relpath(task_id: str, relpath: str) -> str:
     """A deliverable's path as the submission parquet lists it (relative to the package root)."""
     return f"{DELIVERABLES}/{task_id}/{relpath}"
+
+
+def judge_root(run: str) -> str:
+    """The local rubric judge's files: an estimate beside the run, never part of the submission."""
+    return f"{run_root(run)}/judge"
+
+
+def judge_samples(run: str) -> str:
+    return f"{judge_root(run)}/samples"
+
+
+def judge_sample(run: str, sample: str) -> str:
+    """One sample's judged scores: the cache that lets a judge run resume."""
+    return f"{judge_samples(run)}/{sample}.json"
+
+
+def judge_results(run: str) -> str:
+    return f"{judge_root(run)}/results.json"

@@ -1,0 +1,57 @@
+"""`gdpval judge`: a thin command over judge.run (imports stay lazy, so `gdpval --help` stays quick)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from gdpval.errors import GdpvalError
+
+KEY_ENV = "OPENAI_API_KEY"
+
+
+def judge_command(
+    output: Annotated[str, typer.Option("--output", "-o", help="Local folder or s3://bucket/prefix holding the run.")],
+    run_name: Annotated[str, typer.Option("--run-name", help="The run to judge; judging it again resumes (judged samples are kept).")],
+    judge_model: Annotated[str, typer.Option("--judge-model", help="Model name of the judge.")],
+    judge_base_url: Annotated[str, typer.Option("--judge-base-url", help="OpenAI-compatible base URL of the judge model.")],
+    judge_api_key_env: Annotated[
+        str, typer.Option(help="Name of the environment variable holding the judge's API key (the key itself is never an option).")
+    ] = KEY_ENV,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Samples judged at once.")] = 4,
+    tries: Annotated[int, typer.Option(min=1, max=10, help="Tries per sample on server errors and malformed replies.")] = 3,
+    preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
+) -> None:
+    """Score a run's deliverables against each task's rubric with a judge model: a LOCAL ESTIMATE, not the official GDPval grade."""
+    from gdpval.agent.client import make_client
+    from gdpval.agent.client import preflight as check_endpoint
+    from gdpval.judge.run import JudgeOptions, judge_run
+    from gdpval.storage import open_storage
+
+    if not judge_api_key_env.isidentifier():
+        raise GdpvalError(f"--judge-api-key-env {judge_api_key_env!r} must be the name of an environment variable, not a key")
+    storage = open_storage(output)
+    client = make_client(judge_base_url, os.environ.get(judge_api_key_env))
+    if preflight:
+        check_endpoint(client, judge_model)
+    options = JudgeOptions(model=judge_model, concurrency=concurrency, tries=tries)
+
+    def line(score, cached: bool) -> None:
+        shown = f"{score.points:g}/{score.max_points:g}" if score.counted else score.error
+        print(f"{score.sample_id}: {score.status}{' (cached)' if cached else ''} {shown}", file=sys.stderr, flush=True)
+
+    judged = judge_run(storage, run_name, client, options, line)
+    overall = judged.results.overall
+    estimate = f"{overall.score:.1%}" if overall.score is not None else "none"
+    print(
+        f"judge {judge_model!r}: {overall.samples} samples ({overall.scored} scored, {overall.no_deliverable} without deliverable, "
+        f"{overall.failed} judge failures, {judged.cached} from cache); {estimate} = {overall.points:g}/{overall.max_points:g} points. "
+        f"A {judged.results.label}. Results: {judged.uri}",
+        file=sys.stderr,
+    )
+    summary = {"run": run_name, "label": judged.results.label, "results": judged.uri, "cached": judged.cached, **overall.model_dump()}
+    print(json.dumps(summary))

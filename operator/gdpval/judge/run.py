@@ -1,0 +1,186 @@
+"""Judge a run: each sample's committed deliverables against its rubric, cached per sample so a run resumes.
+
+A judge model that fails (HTTP errors, a reply that is not the scores asked for) is retried, then the
+sample is recorded as a judge failure and the run goes on: the totals leave failed samples out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import openai
+from pydantic import ValidationError
+
+from gdpval.errors import GdpvalError
+from gdpval.judge import prompt, wire
+from gdpval.judge.convert import View, view_file
+from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
+from gdpval.judge.store import load_scores, write_results, write_score
+from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.sample import SampleResult
+from gdpval.storage import NotFound, Storage, layout
+from gdpval.submission.build import Committed, committed_attempts
+
+RETRIED_STATUSES = {408, 409, 429}
+ERROR_SHOWN = 300
+
+
+class JudgeError(GdpvalError):
+    """The run cannot be judged (never prepared, or made on a dataset revision without rubrics)."""
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    model: str
+    concurrency: int = 4
+    tries: int = 3
+    backoff_seconds: float = 2.0
+    timeout_seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What judging a run did: the results written, where, and how many samples came from the cache."""
+
+    results: JudgeResults
+    uri: str
+    cached: int
+
+
+OnSample = Callable[[SampleScore, bool], None]
+
+
+def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeOptions, on_sample: OnSample | None = None) -> Judged:
+    """Judge every sample not already judged for its committed attempt by this model, then write results.json."""
+    entries = _entries(storage, run)
+    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    cache = load_scores(storage, run)
+
+    def one(entry: ManifestEntry) -> tuple[SampleScore, bool]:
+        committed = attempts.get(entry.sample.sample_id)
+        previous = cache.get(entry.sample.sample_id)
+        if reusable(previous, committed, options.model):
+            assert previous is not None
+            outcome = (previous, True)
+        else:
+            score = judge_sample(storage, run, entry, committed, client, options)
+            write_score(storage, run, score)
+            outcome = (score, False)
+        if on_sample is not None:
+            on_sample(*outcome)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="judge") as pool:
+        outcomes = list(pool.map(one, entries))
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    results = JudgeResults.of(run, options.model, created, [score for score, _ in outcomes])
+    return Judged(results, write_results(storage, results), sum(1 for _, cached in outcomes if cached))
+
+
+def reusable(previous: SampleScore | None, committed: Committed | None, model: str) -> bool:
+    """A cached score stands while it judged the same attempt with the same model and did not fail."""
+    attempt = committed.attempt if committed is not None else None
+    return previous is not None and previous.status != "failed" and previous.attempt == attempt and previous.judge_model == model
+
+
+def _entries(storage: Storage, run: str) -> list[ManifestEntry]:
+    try:
+        RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+        entries = load_manifest(storage.get_text(layout.manifest(run)))
+    except NotFound:
+        raise JudgeError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
+    except ValidationError as exc:
+        raise JudgeError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
+    if entries and not any(e.task.rubric_json for e in entries):
+        raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
+    return entries
+
+
+def judge_sample(storage: Storage, run: str, entry: ManifestEntry, committed: Committed | None, client: openai.OpenAI, options: JudgeOptions) -> SampleScore:
+    task = entry.task
+    base: dict[str, Any] = dict(
+        sample_id=entry.sample.sample_id,
+        task_id=task.task_id,
+        sector=task.sector,
+        occupation=task.occupation,
+        attempt=committed.attempt if committed else None,
+        judge_model=options.model,
+    )
+    try:
+        items = parse_rubric(task.rubric_json) if task.rubric_json else []
+    except RubricError as exc:
+        return SampleScore(**base, status="no_rubric", error=str(exc))
+    if not items:
+        return SampleScore(**base, status="no_rubric", error="the task has no rubric items")
+    most = sum(item.points for item in items)
+    result = _result(storage, run, entry.sample.sample_id, committed)
+    if result is None or not result.ready:
+        return SampleScore(**base, status="no_deliverable", max_points=most, error="no committed attempt" if result is None else "no answer or file")
+    assert committed is not None
+    views = _views(
+        storage, layout.deliverables(run, entry.sample.sample_id, committed.attempt), [f for f in result.deliverable_files if f in committed.present]
+    )
+    request = prompt.messages(task.prompt, result.deliverable_text, views, items)
+    scores, tries, error = ask(client, options, request, items)
+    summaries = [view.summary for view in views]
+    if scores is None:
+        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, views=summaries)
+    points = sum(s.score for s in scores)
+    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, views=summaries)
+
+
+def _result(storage: Storage, run: str, sample: str, committed: Committed | None) -> SampleResult | None:
+    if committed is None:
+        return None
+    try:
+        return SampleResult.model_validate_json(storage.get_bytes(layout.result(run, sample, committed.attempt)))
+    except (NotFound, ValidationError):
+        return None
+
+
+def _views(storage: Storage, root: str, files: list[str]) -> list[View]:
+    """Each file fetched to a scratch folder (under its own suffix) and viewed there."""
+    views = []
+    with tempfile.TemporaryDirectory(prefix="gdpval-judge-") as tmp:
+        for index, rel in enumerate(files):
+            local = Path(tmp) / f"{index}{PurePosixPath(rel).suffix[:16]}"
+            storage.get_file(f"{root}/{rel}", local)
+            views.append(view_file(local, rel))
+            local.unlink()
+    return views
+
+
+def ask(client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem]) -> tuple[list[ItemScore] | None, int, str]:
+    """The scores, the number of tries, and the last error: retried on server errors and malformed replies."""
+    error = ""
+    body: dict[str, Any] = {"model": options.model, "messages": request, "response_format": wire.response_format()}
+    for attempt in range(1, options.tries + 1):
+        try:
+            reply = client.with_options(timeout=options.timeout_seconds).chat.completions.create(**body)
+            content = reply.choices[0].message.content if reply.choices else None
+            return check_reply(content, items), attempt, ""
+        except MalformedReply as exc:
+            error = f"malformed reply: {exc}"
+        except openai.APIStatusError as exc:
+            error = describe(exc)
+            if exc.status_code < 500 and exc.status_code not in RETRIED_STATUSES:
+                return None, attempt, error
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            error = f"{exc.__class__.__name__}: {str(exc)[:ERROR_SHOWN]}"
+        if attempt < options.tries:
+            time.sleep(options.backoff_seconds * 2 ** (attempt - 1))
+    return None, options.tries, error
+
+
+def describe(exc: openai.APIStatusError) -> str:
+    """The HTTP status and the server's message; for a rejected key only the status (the message may echo the key)."""
+    if exc.status_code in (401, 403):
+        return f"HTTP {exc.status_code}: the judge endpoint rejected the API key"
+    return f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SHOWN]}"

@@ -1,0 +1,53 @@
+"""The judge request's shape, read by both the judge and the scripted model's judge mode.
+
+Standard library only, so the scripted model can import it wherever it runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SCHEMA_NAME = "gdpval_rubric_scores"
+RUBRIC_HEADER = "RUBRIC ITEMS (JSON):"
+
+
+def reply_schema() -> dict[str, Any]:
+    """One score and a one-line reason per rubric item, nothing else (strict structured output)."""
+    item = {
+        "type": "object",
+        "properties": {"item_id": {"type": "string"}, "score": {"type": "number"}, "reason": {"type": "string"}},
+        "required": ["item_id", "score", "reason"],
+        "additionalProperties": False,
+    }
+    return {"type": "object", "properties": {"scores": {"type": "array", "items": item}}, "required": ["scores"], "additionalProperties": False}
+
+
+def response_format() -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": reply_schema()}}
+
+
+def rubric_text(items: list[dict[str, Any]]) -> str:
+    """The rubric as its own text part: `item_id`, `points` (the most an item can score) and `criterion`."""
+    return f"{RUBRIC_HEADER}\n{json.dumps(items, ensure_ascii=False)}"
+
+
+def is_judge_request(body: dict[str, Any]) -> bool:
+    response = body.get("response_format")
+    return isinstance(response, dict) and isinstance(response.get("json_schema"), dict) and response["json_schema"].get("name") == SCHEMA_NAME
+
+
+def rubric_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The rubric items a judge request carries, or None when it carries none readable."""
+    for message in messages:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and text.startswith(RUBRIC_HEADER):
+                try:
+                    items = json.loads(text[len(RUBRIC_HEADER) :])
+                except ValueError:
+                    return None
+                return items if isinstance(items, list) and all(isinstance(i, dict) for i in items) else None
+    return None
