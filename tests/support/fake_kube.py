@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from gdpval.controller import names as n
@@ -164,11 +164,13 @@ class FakeKube(Kube):
         return cm["metadata"]["resourceVersion"]
 
     @_call
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
+        """A merge patch, as the API server applies it: keys not named stay, removed ones go."""
         cm = self.configmaps.get((namespace, name))
         if cm is None or cm["metadata"]["resourceVersion"] != resource_version:
             raise Conflict(f"ledger {name} changed: Conflict")
-        cm["data"] = dict(data)
+        kept = {k: v for k, v in (cm.get("data") or {}).items() if k not in removed}
+        cm["data"] = kept | dict(data)
         cm["metadata"]["resourceVersion"] = self._next_version()
         return cm["metadata"]["resourceVersion"]
 

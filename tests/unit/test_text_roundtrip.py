@@ -292,6 +292,17 @@ def test_ledger_configmap(reason, raw):
 
 
 @PROFILE
+@given(sample=NAME, reason=WITH_LONE)
+@example(sample="Ünïcode task \u2028 #1/r0", reason="model said \u2028 \x00 \ud800")
+def test_ledger_archive_segment(sample, reason):
+    """A segment of ended entries, as written to the run's folder (UTF-8 JSON; sample ids are any text there)."""
+    ended = ledger.first_attempt().finish(5.0, ledger.Committed(succeeded=False, reason=reason, output_tokens=7))
+    text = ledger.encode_segment({sample: ended, "plain-r0": ledger.first_attempt().finish(6.0, None)})
+    back = ledger.decode_segment(text.encode("utf-8").decode("utf-8"))
+    assert back[sample] == ended and back["plain-r0"].outcome == ledger.Outcome.lost
+
+
+@PROFILE
 @given(text=TEXT, name=NAME, task_id=NAME)
 @example(text="\x00\u2028\u202e\U0010ffff", name="\u2029", task_id="Ünïcode task \u2028 #1")
 def test_pod_arguments_and_environment(text, name, task_id):

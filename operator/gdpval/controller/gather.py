@@ -18,7 +18,7 @@ from gdpval.controller import manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, OutputSpec
 from gdpval.controller.kube import Kube, SecretCheck
-from gdpval.controller.ledger import Ledger, decode, encode
+from gdpval.controller.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
 from gdpval.controller.policy import job_error_current, secrets_due
@@ -77,19 +77,28 @@ class Gatherer:
         return memory.storage
 
     def _load_ledger(self, memory: RunMemory, ctx: RunContext, storage: Storage, now: float) -> tuple[Ledger, str]:
-        """The ledger as this worker last read or wrote it; else the ConfigMap, created (rebuilt from S3
-        if the run was prepared) when it is missing."""
+        """The ledger as this worker last read or wrote it; else the ConfigMap and the archive segments it
+        counts, or, when the ConfigMap is missing, a new one (rebuilt from S3 if the run was prepared)."""
         if memory.ledger is not None and memory.ledger_version is not None:
             return dict(memory.ledger), memory.ledger_version
         found = self.kube.read_ledger(ctx.namespace, n.ledger_name(ctx.name), ctx.uid)
         if found is not None:
-            ledger, version = decode(found[0]), found[1]
+            data, version = found
+            count = segments_of(data)
+            ledger, archived = merge(s3io.read_segments(storage, ctx.storage_name, count), decode(data))
+            keys = frozenset(data)
         else:
             ledger = s3io.rebuild_ledger(storage, ctx.storage_name, now) if s3io.is_prepared(storage, ctx.storage_name) else {}
-            version = self.kube.create_ledger(manifests.ledger_configmap(ctx, encode(ledger)))
+            parts = split(ledger, {}, batch=1)
+            count = 1 if parts.archive else 0
+            if parts.archive:
+                s3io.write_segment(storage, ctx.storage_name, count, parts.archive)
+            created = encode_cluster(parts.cluster, count)
+            version, archived, keys = self.kube.create_ledger(manifests.ledger_configmap(ctx, created)), parts.archive, frozenset(created)
             if ledger:
                 log.info("run %s/%s: ledger rebuilt from S3 with %d samples", ctx.namespace, ctx.name, len(ledger))
         memory.ledger, memory.ledger_version = dict(ledger), version
+        memory.archived, memory.segments, memory.cluster_keys = archived, count, keys
         return ledger, version
 
     def _probes(self, ctx: RunContext, storage: Storage, obs: Observed) -> dict[tuple[str, int], Probe]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,9 @@ class Kube:
             raise
         return cm.metadata.resource_version
 
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
-        """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
-        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
+        """Set `data` and drop the `removed` keys, only if nobody changed the ledger since we read it (optimistic concurrency)."""
+        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": {**dict.fromkeys(removed), **data}}
         try:
             cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json", _request_timeout=self.timeout)
         except ApiException as exc:

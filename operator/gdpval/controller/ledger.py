@@ -1,15 +1,23 @@
-"""The run's ledger: one short line per sample in a ConfigMap the GdpvalRun owns.
+"""The run's ledger: one short line per sample, in flight in a ConfigMap the GdpvalRun owns, ended in S3.
 
 It records what pods and S3 alone cannot tell after a crash: which attempt is in flight (written
 *before* its pod is created) and how each finished attempt ended, including infrastructure
 failures that left no result.json (written *before* the pod is deleted). Committed results stay in
 S3; the ledger only caches their outcome and token counts so status needs no S3 listing.
+
+The ConfigMap holds the entries in flight (bounded by parallelism) and fewer than `ARCHIVE_BATCH`
+ended ones; ended entries move in batches to numbered archive segments in the run's folder, each
+written before the ConfigMap that drops them and counts it (`SEGMENTS_KEY`). So the object stays
+far below the 1 MiB limit whatever the number of samples, and a reader merges segments in order,
+then the ConfigMap, each later one overriding: a segment written by a pass that died before its
+ConfigMap write is beyond the count, never read, and written again by a later pass.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -110,8 +118,67 @@ def clean_reason(text: str) -> str:
 Ledger = dict[str, Entry]
 
 
+# A key of the ConfigMap's data that no sample id has (they never start with a dot): the segment count.
+SEGMENTS_KEY = ".archived-segments"
+# Ended entries kept in the ConfigMap before they move to S3 together (one segment per batch).
+ARCHIVE_BATCH = 256
+
+
 def decode(data: Mapping[str, str] | None) -> Ledger:
-    return {k: Entry.decode(v) for k, v in (data or {}).items()}
+    return {k: Entry.decode(v) for k, v in (data or {}).items() if k != SEGMENTS_KEY}
+
+
+def segments_of(data: Mapping[str, str] | None) -> int:
+    """How many archive segments the ConfigMap counts (0 for a ledger written before archiving)."""
+    return int((data or {}).get(SEGMENTS_KEY, "0"))
+
+
+@dataclass(frozen=True)
+class Split:
+    """Where a ledger's entries go: the ConfigMap, and a new archive segment (empty: none this time)."""
+
+    cluster: Ledger
+    archive: Ledger
+
+
+def split(ledger: Mapping[str, Entry], archived: Mapping[str, Entry], batch: int | None = None) -> Split:
+    """In-flight entries stay in the cluster; ended ones not archived as they are go to S3 once `batch` gather."""
+    batch = ARCHIVE_BATCH if batch is None else batch
+    fresh: Ledger = {}
+    in_flight: Ledger = {}
+    for key, entry in ledger.items():
+        kept = archived.get(key)
+        if kept is entry:  # most of a long run: archived and unchanged since
+            continue
+        if entry.outcome == Outcome.running:
+            in_flight[key] = entry
+        elif kept != entry:
+            fresh[key] = entry
+    if fresh and len(fresh) >= batch:
+        return Split(in_flight, fresh)
+    return Split(in_flight | fresh, {})
+
+
+def encode_cluster(cluster: Mapping[str, Entry], segments: int) -> dict[str, str]:
+    """The ConfigMap's data: its entries and the count of segments written before it."""
+    return encode(cluster) | ({SEGMENTS_KEY: str(segments)} if segments else {})
+
+
+def encode_segment(entries: Mapping[str, Entry]) -> str:
+    """A segment as JSON (sample ids are any text there, unlike ConfigMap keys)."""
+    return json.dumps({"entries": encode(entries)}, ensure_ascii=False, sort_keys=True)
+
+
+def decode_segment(text: str) -> Ledger:
+    return decode(json.loads(text)["entries"])
+
+
+def merge(segments: Iterable[Ledger], cluster: Ledger) -> tuple[Ledger, Ledger]:
+    """The whole ledger and the archived part, from segments in order then the ConfigMap."""
+    archived: Ledger = {}
+    for segment in segments:
+        archived.update(segment)
+    return archived | cluster, archived
 
 
 def encode(ledger: Mapping[str, Entry]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """What the operator reads from S3 (blocking calls; the caller runs them in a thread).
 
 The operator never writes run artifacts: it reads the manifest after prepare, commit markers when
-a pod ends, and submission_info.json after assembly.
+a pod ends, and submission_info.json after assembly. It writes only its own ledger's archive
+segments (the entries of ended attempts, see `ledger`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from collections.abc import Mapping
 
 from gdpval.controller.api import OutputSpec
-from gdpval.controller.ledger import Committed, Ledger, rebuild
+from gdpval.controller.ledger import Committed, Ledger, decode_segment, encode_segment, rebuild
 from gdpval.controller.reconcile import Probe, Submission
 from gdpval.manifest import RunRecord, load_manifest
 from gdpval.runner.state import progress_from_keys
@@ -61,6 +62,15 @@ def rebuild_ledger(storage: Storage, run: str, now: float) -> Ledger:
             if committed is not None:
                 results[(sample, attempt)] = committed
     return rebuild(progress, results, now)
+
+
+def write_segment(storage: Storage, run: str, number: int, entries: Ledger) -> None:
+    storage.put_text(layout.ledger_segment(run, number), encode_segment(entries))
+
+
+def read_segments(storage: Storage, run: str, count: int) -> list[Ledger]:
+    """Segments 1..count in order (a ConfigMap counts only segments written before it)."""
+    return [decode_segment(storage.get_text(layout.ledger_segment(run, number))) for number in range(1, count + 1)]
 
 
 def ready_rate(infos: list[Mapping], figure: str = "submission_ready") -> float | None:

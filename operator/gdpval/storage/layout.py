@@ -52,6 +52,11 @@ def entry(run: str, sample: str) -> str:
     return f"{entries(run)}/{sample}.json"
 
 
+def ledger_segment(run: str, number: int) -> str:
+    """One batch of the operator's ledger entries for ended attempts (the ConfigMap keeps those in flight)."""
+    return f"{run_root(run)}/ledger/segment-{number:06d}.json"
+
+
 def samples(run: str) -> str:
     return f"{run_root(run)}/samples"
 
