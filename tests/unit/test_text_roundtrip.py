@@ -25,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx2
@@ -47,6 +48,7 @@ from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
 from gdpval.dataset.parquet import read_tasks
 from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manifest
+from gdpval.report import write_report
 from gdpval.runner.attempt import Attempt, SandboxView, commit, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, storable
 from gdpval.settings import RunSettings
@@ -292,17 +294,6 @@ def test_ledger_configmap(reason, raw):
 
 
 @PROFILE
-@given(sample=NAME, reason=WITH_LONE)
-@example(sample="Ünïcode task \u2028 #1/r0", reason="model said \u2028 \x00 \ud800")
-def test_ledger_archive_segment(sample, reason):
-    """A segment of ended entries, as written to the run's folder (UTF-8 JSON; sample ids are any text there)."""
-    ended = ledger.first_attempt().finish(5.0, ledger.Committed(succeeded=False, reason=reason, output_tokens=7))
-    text = ledger.encode_segment({sample: ended, "plain-r0": ledger.first_attempt().finish(6.0, None)})
-    back = ledger.decode_segment(text.encode("utf-8").decode("utf-8"))
-    assert back[sample] == ended and back["plain-r0"].outcome == ledger.Outcome.lost
-
-
-@PROFILE
 @given(text=TEXT, name=NAME, task_id=NAME)
 @example(text="\x00\u2028\u202e\U0010ffff", name="\u2029", task_id="Ünïcode task \u2028 #1")
 def test_pod_arguments_and_environment(text, name, task_id):
@@ -430,3 +421,42 @@ def test_settings_that_are_not_utf8_are_refused_in_one_line(flag, tmp_path):
     done = subprocess.run([os.fsencode(a) for a in argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and flag in done.stderr, done.stderr
     assert not list(tmp_path.rglob("run.json"))
+
+
+# --- the HTML report ----------------------------------------------------------------------------
+
+
+class _PreText(HTMLParser):
+    """The text of each <pre> of a page, character references resolved, as a browser's tokenizer reads it."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.inside, self.blocks = False, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "pre":
+            self.inside = True
+            self.blocks.append("")
+
+    def handle_endtag(self, tag):
+        self.inside = self.inside and tag != "pre"
+
+    def handle_data(self, data):
+        if self.inside:
+            self.blocks[-1] += data
+
+
+@PROFILE
+@given(prompt=TEXT, reply=WITH_LONE)
+@example(prompt="a\u2028b</pre><script>x</script>\r\n&amp;", reply="\ud800 <b>\x00")
+def test_report_html(storage, prompt, reply):
+    """A prompt and a model reply reach the report's transcript view whole (a lone surrogate as U+FFFD)."""
+    entry = ManifestEntry(sample=Sample.of("t-1", 0), task=task(prompt))
+    runs.write_run(storage, "r", [entry])
+    runs.commit(storage, "r", entry, 1, runs.succeeded(entry, 1, {}))
+    events = [{"event": "start", "system": None, "user": prompt}, {"event": "response", "content": reply}]
+    storage.put_text(layout.attempt_keys("r", entry.sample.sample_id, 1).transcript, "".join(json.dumps(e) + "\n" for e in events))
+    write_report(storage, "r")
+    parser = _PreText()
+    parser.feed(storage.get_text(layout.report("r")))
+    assert parser.blocks == ([prompt, storable(json_equal(reply))] if reply else [prompt])
