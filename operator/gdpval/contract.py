@@ -22,6 +22,11 @@ SCRATCH = "/tmp"  # HOME and temporary files of our own containers
 CACHE_DIR = "/tmp/gdpval-cache"  # the prepare Job's dataset cache
 
 TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"  # bearer token shared by the agent and its sandbox only
+# In a pod the token lives in a Secret of the run (key TOKEN_KEY): the agent reads it as TOKEN_ENV,
+# the sandbox as a file (the tool server's --token-file), so the pod spec never carries it.
+TOKEN_KEY = "token"
+TOKEN_DIR = "/run/gdpval-token"
+TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_KEY}"
 SETTINGS_ENV = "GDPVAL_RUN_SETTINGS"  # the prepare Job's run settings, as JSON
 API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gdpval.controller import names as n
@@ -164,13 +164,11 @@ class FakeKube(Kube):
         return cm["metadata"]["resourceVersion"]
 
     @_call
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
-        """A merge patch, as the API server applies it: keys not named stay, removed ones go."""
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
         cm = self.configmaps.get((namespace, name))
         if cm is None or cm["metadata"]["resourceVersion"] != resource_version:
             raise Conflict(f"ledger {name} changed: Conflict")
-        kept = {k: v for k, v in (cm.get("data") or {}).items() if k not in removed}
-        cm["data"] = kept | dict(data)
+        cm["data"] = dict(data)
         cm["metadata"]["resourceVersion"] = self._next_version()
         return cm["metadata"]["resourceVersion"]
 
@@ -202,7 +200,12 @@ class FakeKube(Kube):
 
     @_call
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
-        self.network_policies.setdefault(_key(manifest), copy.deepcopy(dict(manifest)))
+        self.network_policies[_key(manifest)] = copy.deepcopy(dict(manifest))
+
+    @_call
+    def ensure_secret(self, manifest: Mapping[str, Any]) -> None:
+        if _key(manifest) not in self.secrets:
+            self.add_secret(*_key(manifest), manifest["stringData"])
 
     @_call
     def post_event(self, manifest: Mapping[str, Any]) -> None:

@@ -8,19 +8,18 @@ storage layout the code reads. Passes are called directly: nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from gdpval import contract
-from gdpval.controller import ledger
 from gdpval.controller import names as n
 from gdpval.controller.kube import Conflict
-from gdpval.controller.ledger import decode, merge, segments_of
+from gdpval.controller.ledger import decode
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, SECRET_RECHECK_SECONDS
-from gdpval.controller.s3io import read_segments
 from gdpval.controller.worker import Controller, Defaults, RunWorker
 from gdpval.storage import StorageError, layout
 from gdpval.storage.local import LocalStorage
@@ -55,6 +54,12 @@ class Operator:
         self.open_storage = open_storage or self._open
         self.restart()
 
+    @staticmethod
+    def resolve(hosts):
+        """The stand-in resolver: every endpoint name has one documentation address, except names under .invalid."""
+        hosts = list(hosts)
+        return {h: ["192.0.2.10"] for h in hosts if not h.endswith(".invalid")}, [h for h in hosts if h.endswith(".invalid")]
+
     def _open(self, output, creds):
         self.opened.append((output.url, creds))
         return self.storage
@@ -69,6 +74,7 @@ class Operator:
             clock=self.clock,
         )
         self.controller.pods_index, self.controller.jobs_index = self.kube.pods_index, self.kube.jobs_index
+        self.controller.effects.resolve = self.resolve
         self.worker = RunWorker((NS, NAME))
         self.worker.reset(UID)
 
@@ -92,9 +98,7 @@ class Operator:
         return [e["reason"] for e in self.kube.events]
 
     def ledger(self):
-        """The whole ledger: the archive segments the ConfigMap counts, then the ConfigMap."""
-        data = self.kube.configmaps[(NS, n.ledger_name(NAME))]["data"]
-        return merge(read_segments(self.storage, RUN, segments_of(data)), decode(data))[0]
+        return decode(self.kube.configmaps[(NS, n.ledger_name(NAME))]["data"])
 
     def job(self, component: str) -> dict | None:
         return self.kube.jobs.get((NS, n.job_name(NAME, component)))
@@ -267,11 +271,8 @@ def _calls_of_a_clean_run(tmp_path: Path) -> int:
     return len(op.kube.calls)
 
 
-@pytest.mark.parametrize("batch", [ledger.ARCHIVE_BATCH, 1], ids=["kept", "archived"])
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
-def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, monkeypatch, after, batch):
-    """Also with every ended entry moved to S3 at once (a batch of 1): segments and ConfigMap agree after any crash."""
-    monkeypatch.setattr(ledger, "ARCHIVE_BATCH", batch)
+def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, after):
     total = _calls_of_a_clean_run(tmp_path / "clean")
     assert total > 20
     for call in range(1, total + 1):
@@ -403,17 +404,36 @@ def test_a_run_started_by_an_older_operator_keeps_its_folder(tmp_path):
     assert len(commands) == 2 and all(cmd[cmd.index("--run-name") + 1] == NAME for cmd in commands)
 
 
-def test_ended_entries_leave_the_configmap_for_s3_and_come_back_after_a_restart(tmp_path, monkeypatch):
-    monkeypatch.setattr(ledger, "ARCHIVE_BATCH", 2)
-    op = Operator(tmp_path)
-    for _ in range(3):
-        op.reconcile()
-        op.play()
+def test_sample_pods_get_the_token_secret_and_an_egress_policy_by_address_before_they_exist(tmp_path):
+    spec = {**SPEC, "model": {"name": "m", "baseURL": "http://model.invalid:8000/v1"}, "output": {"url": "s3://bucket/p", "endpoint": "http://s3.example:9000"}}
+    op = Operator(tmp_path, spec)
+    op.kube.at("create_pod", lambda: calls.append(set(op.kube.secrets) | set(op.kube.network_policies)))
+    calls: list[set] = []
     op.reconcile()
-    data = op.kube.configmaps[(NS, n.ledger_name(NAME))]["data"]
-    assert set(data) == {ledger.SEGMENTS_KEY, "t3-r0"} and segments_of(data) == 1, "two ended entries went to S3 together, the third waits for a batch"
-    assert {e.outcome for e in op.ledger().values()} == {ledger.Outcome.succeeded} and len(op.ledger()) == 3
+    op.play()
+    op.reconcile()
+    secret, policy = (NS, n.token_secret_name(NAME)), (NS, n.network_policy_name(NAME))
+    assert calls and all({secret, policy} <= seen for seen in calls), "the Secret and the policy exist before any pod"
+    token = op.kube.secret_data(*secret)[contract.TOKEN_KEY]
+    plain = base64.b64decode(token).decode()
+    assert len(plain) >= 32 and all(plain not in str(pod) for pod in op.sample_pods())
+    egress = op.kube.network_policies[policy]["spec"]["egress"]
+    assert [r["to"] for r in egress if r.get("ports") == [{"protocol": "TCP", "port": 9000}]] == [[{"ipBlock": {"cidr": "192.0.2.10/32"}}]]
+    assert not [r for r in egress if r.get("ports") == [{"protocol": "TCP", "port": 8000}]], "the unresolved model host opens nothing"
+    [warning] = [e for e in op.kube.events if e["reason"] == "EndpointNotResolved"]
+    assert warning["type"] == "Warning" and "model.invalid" in warning["message"]
     op.restart()
+    op.kube.add_secret(NS, n.token_secret_name(NAME), {contract.TOKEN_KEY: "kept"})
+    op.play()
     op.reconcile()
-    status = op.kube.statuses[(NS, NAME)]
-    assert op.state == "Assembling" and status["samples"]["succeeded"] == 3 and sorted(op.kube.pods_created) == [(e.sample.sample_id, 1) for e in ENTRIES]
+    assert op.kube.secret_data(*secret)[contract.TOKEN_KEY] == base64.b64encode(b"kept").decode(), "running pods keep reading the same token"
+
+
+def test_a_run_with_the_network_on_gets_the_metadata_block(tmp_path):
+    op = Operator(tmp_path, {**SPEC, "sandbox": {"network": True}})
+    op.reconcile()
+    op.play()
+    op.reconcile()
+    [policy] = op.kube.network_policies.values()
+    assert policy["metadata"]["name"] == n.network_policy_name(NAME, network=True)
+    assert "169.254.0.0/16" in str(policy["spec"]["egress"])

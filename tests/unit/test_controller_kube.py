@@ -25,6 +25,7 @@ CALLS = {
     "create_job": (MANIFEST,),
     "delete_job": ("ns", "j"),
     "ensure_network_policy": (MANIFEST,),
+    "ensure_secret": (MANIFEST,),
     "post_event": (MANIFEST,),
     "patch_status": ("ns", "r", {}),
 }

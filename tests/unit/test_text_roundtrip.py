@@ -294,6 +294,17 @@ def test_ledger_configmap(reason, raw):
 
 
 @PROFILE
+@given(sample=NAME, reason=WITH_LONE)
+@example(sample="Ünïcode task \u2028 #1/r0", reason="model said \u2028 \x00 \ud800")
+def test_ledger_archive_segment(sample, reason):
+    """A segment of ended entries, as written to the run's folder (UTF-8 JSON; sample ids are any text there)."""
+    ended = ledger.first_attempt().finish(5.0, ledger.Committed(succeeded=False, reason=reason, output_tokens=7))
+    text = ledger.encode_segment({sample: ended, "plain-r0": ledger.first_attempt().finish(6.0, None)})
+    back = ledger.decode_segment(text.encode("utf-8").decode("utf-8"))
+    assert back[sample] == ended and back["plain-r0"].outcome == ledger.Outcome.lost
+
+
+@PROFILE
 @given(text=TEXT, name=NAME, task_id=NAME)
 @example(text="\x00\u2028\u202e\U0010ffff", name="\u2029", task_id="Ünïcode task \u2028 #1")
 def test_pod_arguments_and_environment(text, name, task_id):
@@ -460,3 +471,18 @@ def test_report_html(storage, prompt, reply):
     parser = _PreText()
     parser.feed(storage.get_text(layout.report("r")))
     assert parser.blocks == ([prompt, storable(json_equal(reply))] if reply else [prompt])
+
+
+@PROFILE
+@given(text=TEXT, reply=WITH_LONE)
+@example(text="Ünïcode sector \u2028 \x00 \U0010ffff", reply="reason \ud800 \u2029 \x85 end")
+def test_judge_scores_and_results(storage, text, reply):
+    """A rubric criterion, a sector and a judge model's reason survive the judge's cache and results.json."""
+    item = ItemScore(item_id=text or "i", criterion=text, points=2, score=1, reason=reply)
+    score = SampleScore(sample_id="t-1-r0", task_id=text, sector=text, occupation=text, judge_model="j", status="failed", error=reply, items=[item])
+    write_score(storage, "r", score)
+    results = JudgeResults.of("r", "j", "now", [score])
+    write_results(storage, results)
+    back = load_scores(storage, "r")["t-1-r0"]
+    assert (back.sector, back.items[0].criterion, back.items[0].reason, back.error) == (text, text, storable(reply), storable(reply))
+    assert load_results(storage, "r") == results and set(load_results(storage, "r").by_sector) == {text}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from kubernetes.utils import parse_quantity
+from pydantic import BaseModel, Field, field_validator
 from pydantic.json_schema import JsonDict, JsonValue
 
 from gdpval.sample import SampleCounts
@@ -93,7 +94,9 @@ CLUSTER_DATASET = _cel(
 
 
 class SandboxSpec(SandboxSettings):
-    """What a sample pod may reach."""
+    """What a sample pod may reach, and its limits: in a pod memoryMiB is the sandbox container's memory limit (its /tmp a
+    memory emptyDir of that size), diskMiB the workspace emptyDir's sizeLimit and the sandbox's ephemeral-storage limit,
+    cpus its CPU limit; pids is the kubelet's podPidsLimit (node-wide), and strictLimits applies to local runs only."""
 
     allowed_egress: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -144,8 +147,24 @@ class OutputSpec(OutputSettings):
 
 Quantity = int | str
 
+# A resource quantity as Kubernetes writes it (500m, 4Gi, 1e3); checked by the API server and again on parsing.
+QUANTITY_REGEX = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
+_IS_QUANTITY = f"type({{0}}) == int || {{0}}.matches('{QUANTITY_REGEX}')"
+QUANTITY: JsonDict = {"maxLength": 64, "x-kubernetes-validations": [_cel(_IS_QUANTITY.format("self"), "must be a quantity such as 512Mi, 4Gi or 500m")]}
+QUANTITIES: JsonDict = {
+    "maxProperties": 16,
+    "additionalProperties": {"x-kubernetes-int-or-string": True, "maxLength": 64},
+    "x-kubernetes-validations": [_cel(f"self.all(k, {_IS_QUANTITY.format('self[k]')})", "values must be quantities such as 512Mi, 4Gi or 500m")],
+}
 
-QUANTITIES: JsonDict = {"additionalProperties": {"x-kubernetes-int-or-string": True}}
+
+def check_quantity(value: Quantity) -> Quantity:
+    """Refuse what the pod's API would refuse later, when the spec is parsed."""
+    try:
+        parse_quantity(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a quantity such as 512Mi, 4Gi or 500m") from None
+    return value
 
 
 class Resources(SettingsModel):
@@ -154,14 +173,50 @@ class Resources(SettingsModel):
     requests: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra=QUANTITIES, description="e.g. {cpu: 500m, memory: 1Gi}.")
     limits: dict[str, Quantity] = Field(default_factory=dict, json_schema_extra=QUANTITIES, description="e.g. {memory: 4Gi}.")
 
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, values: dict[str, Quantity]) -> dict[str, Quantity]:
+        return {name: check_quantity(v) for name, v in values.items()}
+
 
 class ResourcesSpec(SettingsModel):
-    """Requests and limits per container."""
+    """Requests and limits per container, merged key by key over the operator's defaults (chart podDefaults) and those of spec.sandbox."""
 
     agent: Resources | None = Field(default=None, description="The agent container (the model loop and the upload).")
-    sandbox: Resources | None = Field(default=None, description="The sandbox container, where the model's commands run.")
+    sandbox: Resources | None = Field(
+        default=None, description="The sandbox container, where the model's commands run; its memory, cpu and ephemeral-storage limits default to spec.sandbox."
+    )
     stage: Resources | None = Field(default=None, description="The init container that stages reference files.")
     jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
+
+
+class VolumeSizes(SettingsModel):
+    """sizeLimit of a sample pod's emptyDir volumes; the workspace's is spec.sandbox.diskMiB, the sandbox's /tmp spec.sandbox.memoryMiB."""
+
+    references: Quantity | None = Field(default=None, json_schema_extra=QUANTITY, description="The staged reference files (default 4Gi).")
+    scratch: Quantity | None = Field(default=None, json_schema_extra=QUANTITY, description="HOME and /tmp of the stage and agent containers (default 1Gi).")
+
+    @field_validator("references", "scratch")
+    @classmethod
+    def _quantity(cls, value: Quantity | None) -> Quantity | None:
+        return None if value is None else check_quantity(value)
+
+
+RUNTIME_CLASS = (
+    "RuntimeClass of sample pods (not Jobs): e.g. gvisor (runsc, a user-space kernel) or kata (a VM per pod), "
+    "for a kernel boundary around the model's commands; the RuntimeClass must exist in the cluster. Default: the chart's podDefaults."
+)
+
+
+POD_DEFAULTS_ENV = "GDPVAL_POD_DEFAULTS"  # the chart's podDefaults as JSON, in the operator's environment
+
+
+class PodDefaults(SettingsModel):
+    """Operator-wide defaults of spec.pod (the chart's podDefaults): a run's own values win, key by key."""
+
+    runtime_class_name: str | None = Field(default=None, max_length=253, description=RUNTIME_CLASS)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    volumes: VolumeSizes = Field(default_factory=VolumeSizes)
 
 
 class PodOverrides(SettingsModel):
@@ -173,9 +228,10 @@ class PodOverrides(SettingsModel):
     tolerations: list[dict[str, Any]] = Field(default_factory=list, json_schema_extra={"items": PRESERVE}, description="Tolerations of every pod.")
     affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE, description="Affinity of every pod.")
     priority_class_name: str | None = Field(default=None, max_length=253, description="PriorityClass of every pod.")
-    runtime_class_name: str | None = Field(default=None, max_length=253, description="Applied to sample pods only (e.g. gVisor).")
+    runtime_class_name: str | None = Field(default=None, max_length=253, description=RUNTIME_CLASS)
     service_account_name: str | None = Field(default=None, max_length=253, description="Its token is never mounted.")
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec, json_schema_extra={"default": defaults_of(ResourcesSpec)})
+    volumes: VolumeSizes = Field(default_factory=VolumeSizes, json_schema_extra={"default": defaults_of(VolumeSizes)})
 
 
 FAILURE_BUDGET_RULE: JsonDict = _cel(

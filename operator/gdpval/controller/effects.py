@@ -13,15 +13,16 @@ import logging
 import os
 import secrets
 
-from gdpval.controller import api, manifests, s3io
+from gdpval.controller import api, manifests
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
 from gdpval.controller.kube import Kube
-from gdpval.controller.ledger import encode_cluster, split
+from gdpval.controller.ledger import encode
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import Refusals, RunMemory
 from gdpval.controller.observe import iso
 from gdpval.controller.reconcile import Note, Observed, Plan
+from gdpval.controller.resolve import Resolver, resolve_hosts
 from gdpval.controller.status import status_patch
 
 log = logging.getLogger("gdpval.operator")
@@ -29,33 +30,24 @@ _JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBL
 
 
 class Effects:
-    def __init__(self, kube: Kube):
+    def __init__(self, kube: Kube, resolve: Resolver = resolve_hosts):
         self.kube = kube
+        self.resolve = resolve  # endpoint names to addresses (a stand-in in tests)
 
     async def write_ledger(self, memory: RunMemory, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
         """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass).
 
-        A batch of ended entries goes to a new archive segment in S3 first, then the ConfigMap drops
-        them and counts that segment. The written ledger and its new resourceVersion are remembered
-        for the next pass; after a failed write (Conflict, timeout) nothing is, so the next pass reads
-        the ConfigMap.
+        The written ledger and its new resourceVersion are remembered for the next pass; after a
+        failed write (Conflict, timeout) nothing is, so the next pass reads the ConfigMap.
         """
         if version is None or plan.ledger == obs.ledger:
             return
-        parts = split(plan.ledger, memory.archived)
-        count = memory.segments + (1 if parts.archive else 0)
-        data = encode_cluster(parts.cluster, count)
         try:
-            if parts.archive:
-                assert memory.storage is not None  # opened by the gather that read this ledger
-                await asyncio.to_thread(s3io.write_segment, memory.storage, ctx.storage_name, count, parts.archive)
-            removed = memory.cluster_keys - data.keys()
-            written = await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), data, version, removed)
+            written = await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), version)
         except BaseException:
             memory.forget_ledger()
             raise
         memory.ledger, memory.ledger_version = dict(plan.ledger), written
-        memory.archived, memory.segments, memory.cluster_keys = memory.archived | parts.archive, count, frozenset(data)
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
         """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation."""
@@ -64,17 +56,28 @@ class Effects:
         for name in plan.delete_jobs:
             self.kube.delete_job(ctx.namespace, name)
         if plan.network_policy and not memory.network_policy:
-            self.kube.ensure_network_policy(manifests.network_policy(ctx))
+            self._ensure_network_policy(ctx, plan)
             memory.network_policy = True
+        if plan.create_pods and not memory.token_secret:
+            self.kube.ensure_secret(manifests.token_secret(ctx, secrets.token_urlsafe(32)))
+            memory.token_secret = True
         refused = False
         for sample, attempt in plan.create_pods:
-            message = self.kube.create_pod(manifests.sample_pod(ctx, sample, attempt, secrets.token_urlsafe(32)))
+            message = self.kube.create_pod(manifests.sample_pod(ctx, sample, attempt))
             refused |= _remember(memory.create_failures, sample, message, now)
             if message:
                 plan.notes.append(Note("CreateFailed", f"pod for {sample} attempt {attempt} refused: {message}", warning=True))
         for component in plan.create_jobs:
             refused |= _remember(memory.job_errors, component, self.kube.create_job(_JOB_BUILDERS[component](ctx)), now)
         return refused
+
+    def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> None:
+        """The policy by address: endpoint names are resolved here, and one that does not resolve is named in an Event."""
+        resolved, missing = self.resolve(manifests.hosts_to_resolve(ctx.spec))
+        self.kube.ensure_network_policy(manifests.network_policy(ctx, resolved))
+        for host in missing:
+            message = f"endpoint host {host!r} did not resolve: network-off sample pods cannot reach it; fix the URL or add spec.sandbox.allowedEgress"
+            plan.notes.append(Note("EndpointNotResolved", message, warning=True))
 
     async def write_status(self, memory: RunMemory, namespace: str, name: str, status: GdpvalRunStatus) -> None:
         """Write only on change; the worker's pacing bounds the rate."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,9 @@ class Kube:
             raise
         return cm.metadata.resource_version
 
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
-        """Set `data` and drop the `removed` keys, only if nobody changed the ledger since we read it (optimistic concurrency)."""
-        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": {**dict.fromkeys(removed), **data}}
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
+        """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
+        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
         try:
             cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json", _request_timeout=self.timeout)
         except ApiException as exc:
@@ -155,8 +155,19 @@ class Kube:
         _delete(self.batch.delete_namespaced_job, namespace, name, self.timeout)
 
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
+        """Create it, or bring an existing one to `manifest` (endpoint addresses resolved again after a restart)."""
+        meta = manifest["metadata"]
         try:
-            self.net.create_namespaced_network_policy(manifest["metadata"]["namespace"], manifest, _request_timeout=self.timeout)
+            self.net.create_namespaced_network_policy(meta["namespace"], manifest, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.net.patch_namespaced_network_policy(meta["name"], meta["namespace"], manifest, _request_timeout=self.timeout)
+
+    def ensure_secret(self, manifest: Mapping[str, Any]) -> None:
+        """Create it once; an existing one is kept (running pods read its value)."""
+        try:
+            self.core.create_namespaced_secret(manifest["metadata"]["namespace"], manifest, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 409:
                 raise

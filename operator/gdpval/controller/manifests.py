@@ -1,22 +1,27 @@
-"""Pure builders for every object the operator creates: Jobs, sample Pods, NetworkPolicy, Events.
+"""Pure builders for every object the operator creates: Jobs, sample Pods, NetworkPolicy, Secret, Events.
 
 All pods meet the `restricted` Pod Security Standard and never mount a service-account token.
-The sandbox container gets no secret: the model API key reaches only the agent container, and the
-S3 credentials only the containers that copy files (stage, agent, Jobs).
+The sandbox container gets no credential: the model API key reaches only the agent container, the
+S3 credentials only the containers that copy files (stage, agent, Jobs), and the sandbox only its
+own tool-server token, as a file from the run's token Secret.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from kubernetes.utils import parse_quantity
+
 from gdpval import contract as c
 from gdpval.controller import names as n
-from gdpval.controller.api import API_VERSION, KIND, GdpvalRunSpec, Resources
-from gdpval.settings import RunSettings
+from gdpval.controller.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
+from gdpval.settings import RunSettings, SandboxSettings
 from gdpval.storage import layout
 
 PREPARE_BACKOFF_LIMIT = 3
@@ -39,6 +44,19 @@ CONTAINER_SECURITY = {
     "runAsGroup": c.UID,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+MIB = 1024 * 1024
+
+# Built-in sizes, below the chart's podDefaults and a run's spec.pod. Requests stay small so a
+# window of `parallelism` pods schedules on a modest node; limits are what holds a hostile sample.
+DEFAULT_VOLUMES = VolumeSizes(references="4Gi", scratch="1Gi")
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
+DEFAULT_LIMITS = {"stage": {"memory": "512Mi"}, "agent": {"memory": "1Gi"}, "sandbox": {}}
+SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
+
+# Cloud metadata services (instance credentials) answer on link-local addresses: no sample pod
+# reaches them, whatever spec.sandbox.network says.
+METADATA_BLOCKS = {"0.0.0.0/0": ["169.254.0.0/16"], "::/0": ["fe80::/10", "fd00:ec2::254/128"]}
+
 HEALTH_PROBE = [
     "python3",
     "-c",
@@ -57,6 +75,7 @@ class RunContext:
     agent_image: str
     sandbox_image: str
     legacy_storage: bool = False  # started by an operator that kept a run's files under runs/<name>/
+    pod_defaults: PodDefaults = field(default_factory=PodDefaults)  # the chart's podDefaults
 
     @property
     def storage_name(self) -> str:
@@ -95,6 +114,60 @@ def _resources(res: Resources | None) -> dict[str, Any]:
         return {}
     out = {k: {q: str(v) for q, v in getattr(res, k).items()} for k in ("requests", "limits") if getattr(res, k)}
     return {"resources": out} if out else {}
+
+
+def _bytes(quantity: Quantity) -> Decimal:
+    return Decimal(parse_quantity(quantity))
+
+
+def volume_sizes(ctx: RunContext) -> dict[str, str]:
+    """sizeLimit of each emptyDir of a sample pod: the run's spec, else the chart's, else ours; the
+    workspace is the sandbox's disk and the sandbox's /tmp (a tmpfs) counts against its memory."""
+    sizes = {
+        name: str(getattr(ctx.spec.pod.volumes, name) or getattr(ctx.pod_defaults.volumes, name) or getattr(DEFAULT_VOLUMES, name))
+        for name in ("references", "scratch")
+    }
+    sandbox = ctx.spec.sandbox
+    return {**sizes, "workspace": f"{sandbox.disk_mib}Mi", "sandbox-tmp": f"{sandbox.memory_mib}Mi"}
+
+
+def sandbox_limits(sandbox: SandboxSettings) -> dict[str, str]:
+    """The sandbox settings that mean the same thing in a pod: memory (its /tmp included), CPU quota, disk."""
+    limits = {"memory": f"{sandbox.memory_mib}Mi", "ephemeral-storage": f"{sandbox.disk_mib}Mi"}
+    if sandbox.cpus:
+        limits["cpu"] = f"{round(sandbox.cpus * 1000)}m"
+    return limits
+
+
+def _merge(*layers: Resources | None) -> Resources:
+    """Later layers win key by key; a request above its limit is lowered to the limit (the API refuses it)."""
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
+    for layer in layers:
+        if layer is not None:
+            requests |= layer.requests
+            limits |= layer.limits
+    for name, limit in limits.items():
+        if name in requests and _bytes(requests[name]) > _bytes(limit):
+            requests[name] = limit
+    return Resources(requests=requests, limits=limits)
+
+
+def container_resources(ctx: RunContext) -> dict[str, Resources]:
+    """Requests and limits of stage, sandbox and agent: ours < the chart's podDefaults < spec.sandbox < spec.pod.resources.
+
+    Ephemeral storage: the kubelet evicts a pod whose volumes, writable layers and logs together pass
+    the sum of its containers' limits, so the sandbox's (its disk) and the agent's (references and
+    scratch) add up to the pod's volumes; the stage's covers what it writes before the others start.
+    """
+    sizes = volume_sizes(ctx)
+    copies = f"{int(_bytes(sizes['references']) + _bytes(sizes['scratch']))}"
+    ours = {name: Resources(requests=DEFAULT_REQUESTS, limits=DEFAULT_LIMITS[name]) for name in SAMPLE_CONTAINERS}
+    for name in ("stage", "agent"):
+        ours[name].limits["ephemeral-storage"] = copies
+    derived = {"sandbox": Resources(limits=sandbox_limits(ctx.spec.sandbox))}
+    chart, spec = ctx.pod_defaults.resources, ctx.spec.pod.resources
+    return {name: _merge(ours[name], getattr(chart, name), derived.get(name), getattr(spec, name)) for name in SAMPLE_CONTAINERS}
 
 
 def s3_env(ctx: RunContext) -> list[dict[str, Any]]:
@@ -142,7 +215,7 @@ def _pod_spec(ctx: RunContext, containers: list[dict[str, Any]], volumes: list[d
         "affinity": pod.affinity or None,
         "priorityClassName": pod.priority_class_name,
         "serviceAccountName": pod.service_account_name,
-        "runtimeClassName": pod.runtime_class_name if sample else None,
+        "runtimeClassName": (pod.runtime_class_name or ctx.pod_defaults.runtime_class_name) if sample else None,
     }
     spec.update({k: v for k, v in optional.items() if v})
     return spec
@@ -165,7 +238,7 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
         component,
         ctx.agent_image,
         args,
-        ctx.spec.pod.resources.jobs,
+        _merge(ctx.pod_defaults.resources.jobs, ctx.spec.pod.resources.jobs),
         env=env,
         volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
     )
@@ -203,9 +276,29 @@ def assemble_job(ctx: RunContext) -> dict[str, Any]:
     return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [])
 
 
-def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dict[str, Any]:
-    """One attempt: stage (init) -> sandbox (native sidecar) -> agent (main), sharing two emptyDirs."""
-    res = ctx.spec.pod.resources
+def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:
+    """The run's tool-server token, shared by its sample pods (each tool server listens on its own pod's loopback)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": ctx.metadata(n.token_secret_name(ctx.name), n.COMPONENT_SAMPLE),
+        "type": "Opaque",
+        "stringData": {c.TOKEN_KEY: token},
+    }
+
+
+def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
+    sizes = volume_sizes(ctx)
+    dirs = [{"name": v, "emptyDir": {"sizeLimit": sizes[v]}} for v in ("workspace", "references", "scratch")]
+    tmp = {"name": "sandbox-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": sizes["sandbox-tmp"]}}
+    items = [{"key": c.TOKEN_KEY, "path": c.TOKEN_KEY}]
+    token = {"name": "token", "secret": {"secretName": n.token_secret_name(ctx.name), "defaultMode": 0o440, "items": items}}
+    return [*dirs, tmp, token]
+
+
+def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
+    """One attempt: stage (init) -> sandbox (native sidecar) -> agent (main), sharing emptyDirs of bounded size."""
+    res = container_resources(ctx)
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
         n.L_ATTEMPT: str(attempt),
@@ -217,29 +310,34 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     workspace = {"name": "workspace", "mountPath": c.WORKSPACE}
     scratch = {"name": "scratch", "mountPath": c.SCRATCH}
     home = {"name": "HOME", "value": c.SCRATCH}
-    token_env = {"name": c.TOKEN_ENV, "value": token}
     stage = _container(
         ctx,
         "stage",
         ctx.agent_image,
         ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES],
-        res.stage,
+        res["stage"],
         env=[*s3_env(ctx), home],
         volumeMounts=[{"name": "references", "mountPath": c.REFERENCES}, scratch],
     )
+    listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
     sandbox = _container(
         ctx,
         "sandbox",
         ctx.sandbox_image,
-        ["python3", c.TOOLSERVER, "--listen", f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}", "--workspace", c.WORKSPACE],
-        res.sandbox,
+        ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.WORKSPACE, "--token-file", c.TOKEN_FILE],
+        res["sandbox"],
         read_only=False,
         restartPolicy="Always",
-        env=[token_env],
         workingDir=c.WORKSPACE,
-        volumeMounts=[workspace, refs_ro],
+        volumeMounts=[
+            workspace,
+            refs_ro,
+            {"name": "sandbox-tmp", "mountPath": c.SCRATCH},
+            {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
+        ],
         startupProbe={"exec": {"command": HEALTH_PROBE}, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 180},
     )
+    token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
     agent_env = [token_env, *s3_env(ctx), home]
     key = ctx.spec.model.api_key_secret_ref
     if key:
@@ -249,12 +347,11 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
         "agent",
         ctx.agent_image,
         ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
-        res.agent,
+        res["agent"],
         env=agent_env,
         volumeMounts=[workspace, refs_ro, scratch],
     )
-    volumes: list[dict[str, Any]] = [{"name": v, "emptyDir": {}} for v in ("workspace", "references", "scratch")]
-    spec = _pod_spec(ctx, [agent], volumes, sample=True)
+    spec = _pod_spec(ctx, [agent], _volumes(ctx), sample=True)
     spec["initContainers"] = [stage, sandbox]
     deadline = pod_deadline(ctx.spec)
     if deadline:
@@ -263,44 +360,72 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, token: str) -> dic
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def _endpoint_rule(url: str | None, default_port: int) -> dict[str, Any] | None:
-    """Egress to one endpoint: exact IP when the URL names one, else by port (policies cannot match DNS names)."""
-    if not url:
+@dataclass(frozen=True)
+class Endpoint:
+    """A server a network-off sample pod must reach: the model or S3."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def of(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        return cls(parts.hostname or "", parts.port or (80 if parts.scheme == "http" else 443))
+
+    @property
+    def address(self) -> str | None:
+        """The host itself when the URL names an IP address (nothing to resolve)."""
+        try:
+            return str(ipaddress.ip_address(self.host))
+        except ValueError:
+            return None
+
+
+def endpoints(spec: GdpvalRunSpec) -> list[Endpoint]:
+    """The model's and S3's endpoints, with the defaults the pods use when the spec names none."""
+    return [Endpoint.of(spec.model.base_url or "https://api.openai.com/v1"), Endpoint.of(spec.output.endpoint or "https://s3.amazonaws.com")]
+
+
+def hosts_to_resolve(spec: GdpvalRunSpec) -> list[str]:
+    """Endpoint host names the controller resolves before it builds the NetworkPolicy (a policy matches addresses only)."""
+    return sorted({e.host for e in endpoints(spec) if e.address is None})
+
+
+def _endpoint_rule(endpoint: Endpoint, resolved: Mapping[str, list[str]]) -> dict[str, Any] | None:
+    """Egress to one endpoint's addresses on its port; None when its name did not resolve (nothing is opened)."""
+    addresses = [endpoint.address] if endpoint.address else resolved.get(endpoint.host, [])
+    if not addresses:
         return None
-    parts = urlsplit(url)
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme, default_port)
-    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": port}]}
-    try:
-        ip = ipaddress.ip_address(parts.hostname or "")
-    except ValueError:
-        return rule
-    rule["to"] = [{"ipBlock": {"cidr": f"{ip}/{ip.max_prefixlen}"}}]
-    return rule
+    blocks = [{"ipBlock": {"cidr": f"{ip}/{ipaddress.ip_address(ip).max_prefixlen}"}} for ip in sorted(set(addresses))]
+    return {"to": blocks, "ports": [{"protocol": "TCP", "port": endpoint.port}]}
 
 
-def network_policy(ctx: RunContext) -> dict[str, Any]:
-    """For network-disabled runs: no ingress; egress only to DNS, the model and the S3 endpoint.
+def network_policy(ctx: RunContext, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """The egress of a run's sample pods; no ingress. `resolved` maps endpoint host names to their addresses.
 
-    The agent shares the pod's network with the sandbox, so the pod keeps the two endpoints the
-    agent needs; everything else (the internet, cluster services) is closed where the CNI enforces
-    NetworkPolicy.
+    Network off: DNS, the model and the S3 endpoint by address and port (the agent shares the pod's
+    network with the sandbox), plus spec.sandbox.allowedEgress. Network on: anywhere except the
+    link-local metadata addresses. Both hold where the CNI enforces NetworkPolicy.
     """
-    dns = {
-        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-    }
-    model_url = ctx.spec.model.base_url or "https://api.openai.com/v1"
-    s3_url = ctx.spec.output.endpoint or "https://s3.amazonaws.com"
-    rules = [r for r in (_endpoint_rule(model_url, 443), _endpoint_rule(s3_url, 443)) if r]
+    network = ctx.spec.sandbox.network
+    if network:
+        egress: list[dict[str, Any]] = [{"to": [{"ipBlock": {"cidr": cidr, "except": out}} for cidr, out in METADATA_BLOCKS.items()]}]
+    else:
+        dns = {
+            "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        }
+        rules = [_endpoint_rule(e, resolved or {}) for e in endpoints(ctx.spec)]
+        egress = [dns, *(r for r in rules if r), *ctx.spec.sandbox.allowed_egress]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": ctx.metadata(n.network_policy_name(ctx.name), n.COMPONENT_SAMPLE),
+        "metadata": ctx.metadata(n.network_policy_name(ctx.name, network), n.COMPONENT_SAMPLE),
         "spec": {
             "podSelector": {"matchLabels": {n.L_RUN_UID: ctx.uid, n.L_COMPONENT: n.COMPONENT_SAMPLE}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
-            "egress": [dns, *rules, *ctx.spec.sandbox.allowed_egress],
+            "egress": egress,
         },
     }
 

@@ -81,8 +81,12 @@ def ledger_name(run: str) -> str:
     return dns_label(run, "ledger")
 
 
-def network_policy_name(run: str) -> str:
-    return dns_label(run, "no-network")
+def network_policy_name(run: str, network: bool = False) -> str:
+    return dns_label(run, "network" if network else "no-network")
+
+
+def token_secret_name(run: str) -> str:
+    return dns_label(run, "sandbox-token")
 
 
 def base_labels(run: str, uid: str, component: str) -> dict[str, str]:

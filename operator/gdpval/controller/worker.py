@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from gdpval.controller import names as n
 from gdpval.controller import s3io
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.api import POD_DEFAULTS_ENV, GdpvalRunSpec, GdpvalRunStatus, PodDefaults
 from gdpval.controller.effects import Effects
 from gdpval.controller.gather import Gatherer, OpenStorage, indexed
 from gdpval.controller.kube import Conflict, Kube
@@ -39,14 +39,20 @@ RunKey = tuple[str, str]
 
 @dataclass(frozen=True)
 class Defaults:
-    """Images used when a run does not name its own (the Helm chart sets them)."""
+    """Images and pod defaults used when a run does not name its own (the Helm chart sets them)."""
 
     agent_image: str | None = None
     sandbox_image: str | None = None
+    pod: PodDefaults = field(default_factory=PodDefaults)
 
     @classmethod
     def from_env(cls, agent_image: str | None = None, sandbox_image: str | None = None) -> Defaults:
-        return cls(agent_image or os.environ.get("GDPVAL_AGENT_IMAGE"), sandbox_image or os.environ.get("GDPVAL_SANDBOX_IMAGE"))
+        try:
+            pod = PodDefaults.model_validate_json(os.environ.get(POD_DEFAULTS_ENV) or "{}")
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise SystemExit(f"${POD_DEFAULTS_ENV} (the chart's podDefaults) is not valid: {problems}") from None
+        return cls(agent_image or os.environ.get("GDPVAL_AGENT_IMAGE"), sandbox_image or os.environ.get("GDPVAL_SANDBOX_IMAGE"), pod)
 
 
 @dataclass
@@ -231,6 +237,7 @@ class Controller:
             spec.images.agent or self.defaults.agent_image or "",
             spec.images.sandbox or self.defaults.sandbox_image or "",
             legacy_storage(meta["name"], prev),
+            self.defaults.pod,
         )
         obs = Observed(
             now=self.clock(),
