@@ -47,6 +47,8 @@ from gdpval.controller.status import blocked_status, status_patch
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
 from gdpval.dataset.parquet import read_tasks
+from gdpval.judge.models import ItemScore, JudgeResults, SampleScore
+from gdpval.judge.store import load_results, load_scores, write_results, write_score
 from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manifest
 from gdpval.report import write_report
 from gdpval.runner.attempt import Attempt, SandboxView, commit, run_attempt

@@ -27,15 +27,18 @@ def judge_command(
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
 ) -> None:
     """Score a run's deliverables against each task's rubric with a judge model: a LOCAL ESTIMATE, not the official GDPval grade."""
-    from gdpval.agent.client import make_client
+    from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.judge.run import JudgeOptions, judge_run
     from gdpval.storage import open_storage
 
     if not judge_api_key_env.isidentifier():
         raise GdpvalError(f"--judge-api-key-env {judge_api_key_env!r} must be the name of an environment variable, not a key")
+    key = os.environ.get(judge_api_key_env)
+    if key is None and judge_api_key_env != KEY_ENV:
+        raise GdpvalError(f"--judge-api-key-env {judge_api_key_env}: that environment variable is not set; set it to the judge's API key")
     storage = open_storage(output)
-    client = make_client(judge_base_url, os.environ.get(judge_api_key_env))
+    client = make_client(judge_base_url, key or PLACEHOLDER_KEY)
     if preflight:
         check_endpoint(client, judge_model)
     options = JudgeOptions(model=judge_model, concurrency=concurrency, tries=tries)
