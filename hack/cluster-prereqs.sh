@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the local cluster and the tests need, idempotently: Debian packages,
 # containerd and etcd from trixie (unpacked into a private prefix, not installed), the cached Go
-# builds (Kubernetes, MinIO, kubeconform, kwok), kubectl and helm, and the podman images (the full
-# sandbox image included: its tests need it).
+# builds (Kubernetes, MinIO, kubeconform, kwok, kube-router), kubectl and helm, and the podman
+# images (the full sandbox image included: its tests need it).
 # Usage: hack/cluster-prereqs.sh [--no-build]   (--no-build: packages and debs only)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-APT_PACKAGES=(runc containernetworking-plugins podman debootstrap iptables conntrack openssl
+APT_PACKAGES=(runc containernetworking-plugins podman debootstrap iptables ipset conntrack openssl
               iproute2 util-linux procps psmisc gcc libc6-dev ca-certificates curl)
 
 install_apt() {

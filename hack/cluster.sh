@@ -10,7 +10,8 @@
 # Networking: the node lives on its own interface (k8s0, 10.250.0.1/32); pods on the cni0 bridge
 # reach the node address only. No masquerade, and forwarding off the bridge is dropped, so pod
 # traffic never leaves the machine. There is no kube-proxy: the one Service pods need,
-# `kubernetes` (10.96.0.1:443), is a single DNAT rule to the API server.
+# `kubernetes` (10.96.0.1:443), is a single DNAT rule to the API server. NetworkPolicies are
+# enforced by kube-router in firewall-only mode (iptables + ipset, no routing, no service proxy).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODE_NAME=gdpval-node
@@ -54,12 +55,14 @@ ctr() { "$CONTAINERD_PREFIX/usr/bin/ctr" --address "$CTR_SOCK" "$@"; }
 
 # ---------------------------------------------------------------- processes
 
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-router)
+KUBE_ROUTER_HEALTH_PORT=20244
 
 component_binary() {
   case "$1" in
     etcd) echo "$ETCD_PREFIX/usr/bin/etcd" ;;
     containerd) echo "$CONTAINERD_PREFIX/usr/bin/containerd" ;;
+    kube-router) echo "$KUBE_ROUTER_BIN" ;;
     *) echo "$K8S_BIN/$1" ;;
   esac
 }
@@ -138,6 +141,7 @@ record_host_state() {
   for t in iptables ip6tables; do
     "$t-save" 2>/dev/null | awk '/^:/ {print substr($1, 2)}' | sort -u >"$STATE/$t-chains.orig"
   done
+  ipset list -n 2>/dev/null | sort -u >"$STATE/ipsets.orig" || true
   touch "$STATE/recorded"
 }
 
@@ -156,9 +160,11 @@ setup_network() {
   fi
   ip addr replace "$NODE_IP/32" dev "$NODE_IF"
   ip link set "$NODE_IF" up
-  # Pods may talk to each other and to the node; nothing bridged out of cni0 is forwarded.
-  ipt_ensure iptables filter FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP
-  ipt_ensure iptables filter FORWARD -o "$BRIDGE" ! -i "$BRIDGE" -j DROP
+  # Pods may talk to each other and to the node; nothing bridged out of cni0 is forwarded. In the
+  # mangle table, which runs before filter: kube-router ACCEPTs policy-allowed traffic in its own
+  # chain at the top of filter FORWARD, which would otherwise pass before these rules.
+  ipt_ensure iptables mangle FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP
+  ipt_ensure iptables mangle FORWARD -o "$BRIDGE" ! -i "$BRIDGE" -j DROP
   # The `kubernetes` Service, for in-cluster clients, without kube-proxy.
   ipt_ensure iptables nat PREROUTING -i "$BRIDGE" -d "$KUBERNETES_SVC_IP/32" -p tcp --dport 443 \
     -j DNAT --to-destination "$NODE_IP:$API_PORT"
@@ -253,6 +259,7 @@ setup_pki() {
   cert scheduler "/CN=system:kube-scheduler"
   cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME"
   cert kubelet-serving "/CN=$NODE_NAME" "DNS:$NODE_NAME,IP:$NODE_IP" serverAuth
+  cert kube-router "/CN=system:kube-router"
   if [[ ! -f "$PKI/sa.key" ]]; then
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -261,6 +268,7 @@ setup_pki() {
   kubeconfig controller-manager system:kube-controller-manager
   kubeconfig scheduler system:kube-scheduler
   kubeconfig kubelet "system:node:$NODE_NAME"
+  kubeconfig kube-router system:kube-router
 }
 
 # ---------------------------------------------------------------- components
@@ -391,6 +399,51 @@ EOF
     --root-dir "$KUBELET_DIR" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
 }
 
+# The firewall reads pods, namespaces, policies and the node; its informers list Services and
+# Endpoints(Slices) too. It records Events.
+kube_router_rbac() {
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:kube-router"}
+rules:
+- apiGroups: [""]
+  resources: [namespaces, pods, services, endpoints, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kube-router"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kube-router"}
+EOF
+}
+
+# Ready once it answers its health check and has hooked its chain into FORWARD.
+kube_router_ready() {
+  curl -fsS "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz" && iptables -S FORWARD | grep -q -- "-j KUBE-ROUTER-FORWARD"
+}
+
+# NetworkPolicy enforcement only. It reads the node object at start, so it starts after the node
+# registered.
+start_kube_router() {
+  kube_router_rbac
+  start kube-router --kubeconfig "$KCFG/kube-router.conf" --hostname-override "$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --service-cluster-ip-range "$SERVICE_CIDR" --health-port "$KUBE_ROUTER_HEALTH_PORT" --metrics-port 0 --v=1
+  wait_for kube-router 120 kube_router_ready
+}
+
 node_ready() {
   [[ "$(kubectl get node "$NODE_NAME" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
@@ -419,6 +472,7 @@ cluster_up() {
   local t0=$SECONDS
   "$HACK_DIR/cluster-prereqs.sh" --no-build
   "$HACK_DIR/build-k8s.sh"
+  "$HACK_DIR/build-tools.sh" kube-router
   "$HACK_DIR/images.sh" base pause
   record_host_state
   setup_network
@@ -437,6 +491,7 @@ cluster_up() {
     wait_for "node $NODE_NAME Ready" 180 node_ready_since "$kubelet_started"
   fi
   wait_for "default service account" 60 default_sa_ready
+  start_kube_router
   log "cluster up in $((SECONDS - t0))s; kubeconfig: $ADMIN_KUBECONFIG"
   echo "$ADMIN_KUBECONFIG"
 }
@@ -476,7 +531,7 @@ stop_containers() {
 
 # Processes started from our binaries (shims outlive containerd by design).
 kill_leftovers() {
-  local prefixes=("$(readlink -f "$CONTAINERD_PREFIX")/" "$(readlink -f "$ETCD_PREFIX")/" "$K8S_BIN/")
+  local prefixes=("$(readlink -f "$CONTAINERD_PREFIX")/" "$(readlink -f "$ETCD_PREFIX")/" "$K8S_BIN/" "$(dirname "$KUBE_ROUTER_BIN")/")
   local p exe pre
   for p in /proc/[0-9]*; do
     exe="$(readlink "$p/exe" 2>/dev/null)" || continue
@@ -527,6 +582,15 @@ clean_iptables() {
   done
 }
 
+# The sets kube-router made (their rules are gone with its chains).
+clean_ipsets() {
+  [[ -f "$STATE/ipsets.orig" ]] && command -v ipset >/dev/null || return 0
+  local set
+  while read -r set; do
+    grep -qxF "$set" "$STATE/ipsets.orig" || ipset destroy "$set" 2>/dev/null || true
+  done < <(ipset list -n 2>/dev/null)
+}
+
 restore_host_state() {
   local line p
   if [[ -f "$STATE/sysctl.orig" ]]; then
@@ -550,6 +614,7 @@ restore_host_state() {
 
 cluster_down() {
   [[ $EUID -eq 0 ]] || die "run as root"
+  stop_component kube-router
   stop_component kubelet
   stop_containers
   kill_pod_cgroups
@@ -574,6 +639,7 @@ cluster_down() {
   ip link del "$BRIDGE" 2>/dev/null || true
   ip link del "$NODE_IF" 2>/dev/null || true
   clean_iptables
+  clean_ipsets
   restore_host_state
   log "cluster down"
 }
@@ -610,7 +676,7 @@ WORKDIR=$WORKDIR
 KUBECTL=$K8S_BIN/kubectl
 STATE=$STATE
 HOST_PATHS=${HOST_PATHS[*]}
-OWN_BINARIES=$(readlink -f "$CONTAINERD_PREFIX") $(readlink -f "$ETCD_PREFIX") $K8S_BIN
+OWN_BINARIES=$(readlink -f "$CONTAINERD_PREFIX") $(readlink -f "$ETCD_PREFIX") $K8S_BIN $(dirname "$KUBE_ROUTER_BIN")
 EOF
 }
 

@@ -14,6 +14,8 @@ WORKDIR="${GDPVAL_WORKDIR:-/var/lib/gdpval-dev}"
 K8S_BIN="$CACHE/kubernetes/$K8S_VERSION/bin"
 MINIO_BIN="$CACHE/minio/$MINIO_VERSION/bin/minio"
 TOOLS_BIN="$CACHE/tools/bin"
+KUBE_ROUTER_BIN="$CACHE/kube-router/$KUBE_ROUTER_VERSION/bin/kube-router"
+GVISOR_BIN="$CACHE/gvisor/$GVISOR_VERSION/bin"
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
