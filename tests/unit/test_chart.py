@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gdpval.controller.api import POD_DEFAULTS_ENV, PodDefaults
+from gdpval.controller.worker import Defaults
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gdpval"
 RELEASE, NAMESPACE = "gdp", "gdpval-system"
@@ -216,7 +219,7 @@ def test_no_wildcards_and_no_escalation_verbs(variant) -> None:
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
             assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings"} & set(rule["resources"])
             if "secrets" in rule["resources"]:
-                assert rule["verbs"] == ["get"], "Secrets are read by name only"
+                assert rule["verbs"] == ["get", "create"], "Secrets are read by name and each run's token Secret created; never listed or changed"
 
 
 def test_objects_are_labelled_and_namespaced(variant) -> None:
@@ -279,7 +282,9 @@ def test_operator_rules_cover_what_it_does() -> None:
         ("", "configmaps", "create"),
         ("", "configmaps", "patch"),
         ("networking.k8s.io", "networkpolicies", "create"),
+        ("networking.k8s.io", "networkpolicies", "patch"),
         ("", "secrets", "get"),
+        ("", "secrets", "create"),
         ("", "events", "create"),
         # Children carry blockOwnerDeletion: OwnerReferencesPermissionEnforcement (OpenShift) refuses them without it.
         ("gdpval.io", "gdpvalruns/finalizers", "update"),
@@ -373,6 +378,16 @@ def test_digest_and_scheduling_values() -> None:
     assert template_meta["labels"]["team"] == "eval" and template_meta["annotations"] == {"a": "b"}
 
 
+def test_pod_defaults_reach_the_operator_as_the_json_it_parses(monkeypatch) -> None:
+    pod = {"runtimeClassName": "gvisor", "resources": {"agent": {"limits": {"memory": "2Gi", "cpu": 2}}}, "volumes": {"references": "8Gi"}}
+    env = {e["name"]: e.get("value") for e in operator_container(render({"podDefaults": pod}))["env"]}
+    monkeypatch.setenv(POD_DEFAULTS_ENV, env[POD_DEFAULTS_ENV])
+    assert Defaults.from_env().pod == PodDefaults.model_validate(pod)
+    default = {e["name"]: e.get("value") for e in operator_container(render())["env"]}[POD_DEFAULTS_ENV]
+    monkeypatch.setenv(POD_DEFAULTS_ENV, default)
+    assert Defaults.from_env().pod == PodDefaults(runtime_class_name="")
+
+
 def test_metrics_service_selects_only_the_operator() -> None:
     docs = render()
     service = one(docs, "Service")
@@ -444,6 +459,9 @@ def test_uninstall_hook_objects(name: str) -> None:
         ({"image": {"digest": "latest"}}, "digest"),
         ({"crds": {"install": "yes"}}, "install"),
         ({"metrics": {"serviceMonitor": {"interval": "soon"}}}, "interval"),
+        ({"podDefaults": {"resources": {"sandbox": {"limit": {"memory": "1Gi"}}}}}, "limit"),
+        ({"podDefaults": {"volumes": {"workspace": "10Gi"}}}, "workspace"),
+        ({"podDefaults": {"runtimeClass": "gvisor"}}, "runtimeClass"),
     ],
 )
 def test_values_schema_refuses(values: dict, message: str) -> None:

@@ -23,6 +23,9 @@ import pytest
 import yaml
 from test_chart import CHART, VARIANTS, render_text, require_tool
 
+from gdpval.controller import manifests as m
+from gdpval.controller.api import GdpvalRunSpec
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 HEALTH_SAMPLES = ROOT / "gitops" / "testdata" / "health"
@@ -135,15 +138,44 @@ def documents(text: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
+# Runs whose children the operator's builders make here: every default, and every pod setting in use.
+OPERATOR_RUNS = {
+    "network-off": {"model": {"name": "m", "baseURL": "https://models.example/v1"}, "output": {"url": "s3://b/p", "endpoint": "http://10.0.0.2:9000"}},
+    "network-on": {
+        "model": {"name": "m", "apiKeySecretRef": {"name": "key", "key": "k"}},
+        "output": {"url": "s3://b/p", "credentialsSecret": {"name": "s3"}},
+        "sandbox": {"network": True, "cpus": 0.5, "memoryMiB": 1024, "diskMiB": 2048},
+        "pod": {"runtimeClassName": "gvisor", "resources": {"agent": {"limits": {"cpu": 2}}}, "volumes": {"references": "1Gi", "scratch": 268435456}},
+    },
+}
+
+
+def operator_text(name: str) -> str:
+    """The objects the operator creates for one run (its pure builders), as one YAML stream."""
+    ctx = m.RunContext("demo", "ns", "uid-1", GdpvalRunSpec.model_validate(OPERATOR_RUNS[name]), "agent:1", "sandbox:1")
+    objects = [
+        m.sample_pod(ctx, "task-r0", 1),
+        m.prepare_job(ctx),
+        m.assemble_job(ctx),
+        m.network_policy(ctx, {"models.example": ["192.0.2.1", "2001:db8::1"]}),
+        m.token_secret(ctx, "token"),
+        m.ledger_configmap(ctx, {}),
+    ]
+    return yaml.safe_dump_all(objects)
+
+
 def input_names() -> list[str]:
-    """Everything validated here: every rendered variant, the examples, the health samples."""
+    """Everything validated here: every rendered variant, what the operator builds, the examples, the health samples."""
     files = sorted(EXAMPLES.glob("*.yaml")) + sorted(p for p in HEALTH_SAMPLES.glob("*.yaml") if p.name != "expected.yaml")
-    return [f"chart[{name}]" for name in sorted(VARIANTS)] + [str(p.relative_to(ROOT)) for p in files]
+    built = [f"operator[{name}]" for name in sorted(OPERATOR_RUNS)]
+    return [f"chart[{name}]" for name in sorted(VARIANTS)] + built + [str(p.relative_to(ROOT)) for p in files]
 
 
 def input_text(name: str) -> str:
     if name.startswith("chart["):
         return render_text(VARIANTS[name[len("chart[") : -1]])
+    if name.startswith("operator["):
+        return operator_text(name[len("operator[") : -1])
     return (ROOT / name).read_text()
 
 

@@ -116,15 +116,17 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
-# The no-network policy of runs with spec.sandbox.network=false.
+# The egress policy of each run's sample pods; patched when a restarted operator resolves the
+# endpoints again.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "create"]
+  verbs: ["get", "create", "patch"]
 # Read by name: a missing API-key Secret becomes a condition; the S3 credentials are used by the
-# operator itself to read commit markers. Never listed or watched.
+# operator itself to read commit markers. Created: each run's sandbox-token Secret (owned by the
+# run). Never listed, watched, updated or deleted.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
