@@ -249,6 +249,22 @@ def report(
     print(report_command(output, run_name, compare or [], price_in, price_out))
 
 
+@app.command()
+def status(
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="The run's output: a local folder or s3://bucket/prefix.")] = None,
+    run_name: Annotated[Optional[str], typer.Option("--run-name", help="The run, with --output.")] = None,
+    gdpvalrun: Annotated[Optional[str], typer.Option(help="A GdpvalRun in the cluster of the current kubeconfig (instead of --output).")] = None,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The GdpvalRun's namespace.")] = "default",
+    s3_endpoint: Annotated[Optional[str], typer.Option(help="S3-compatible endpoint URL for the run's folder.")] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run has finished.")] = False,
+    interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes with --watch.")] = 5.0,
+) -> None:
+    """Where a run stands: done/total, running, failed, tokens, ETA, progress per sector, the latest failures."""
+    from gdpval.report.cli import status_command
+
+    status_command(output, run_name, gdpvalrun, namespace, s3_endpoint, interval, not watch)
+
+
 @app.command("fake-model")
 def fake_model(
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks one).")] = 8000,

@@ -20,8 +20,8 @@ LAYERS = (
     ("gdpval.sandbox", "gdpval.submission"),
     ("gdpval.agent",),
     ("gdpval.runner", "gdpval.judge"),
-    ("gdpval.report",),
     ("gdpval.controller", "gdpval.fakemodel"),
+    ("gdpval.report",),
     ("gdpval.cli",),
 )
 

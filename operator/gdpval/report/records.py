@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.runner.state import progress_from_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.submission.build import committed_attempts
@@ -46,6 +47,7 @@ class RunRecords:
     attempts: dict[str, int] = field(default_factory=dict)  # sample id -> committed attempt number
     transcripts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scores: dict[str, JudgeFigure] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)  # samples with an attempt newer than their committed one (running, or cut short)
 
 
 def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
@@ -57,8 +59,9 @@ def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRec
         raise ReportError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
     except ValidationError as exc:
         raise ReportError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
-    chosen = committed_attempts(list(storage.list(layout.samples(run))), run)
-    records = RunRecords(record, entries, scores=judge_scores(storage, run))
+    listed = list(storage.list(layout.samples(run)))
+    chosen = committed_attempts(listed, run)
+    records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed))
     for entry in entries:
         sample = entry.sample.sample_id
         if sample not in chosen:
@@ -72,6 +75,11 @@ def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRec
         if transcripts:
             records.transcripts[sample] = _transcript(storage, keys.transcript)
     return records
+
+
+def uncommitted(keys: list[str]) -> set[str]:
+    """Samples whose latest attempt folder has no result.json yet."""
+    return {sample for sample, p in progress_from_keys(keys).items() if max(p.attempts) != p.last_committed}
 
 
 def parse_transcript(text: str) -> list[dict[str, Any]]:

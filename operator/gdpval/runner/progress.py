@@ -1,4 +1,4 @@
-"""Live progress for `gdpval run`: a rich status line on a terminal, plain lines otherwise."""
+"""Live progress for `gdpval run`: a progress bar on a terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
@@ -7,13 +7,30 @@ import time
 from typing import Any
 
 from pydantic import Field
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.text import Text
 
 from gdpval import sample
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult, SampleStatus
+
+
+def eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m" if seconds >= 3600 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def figures(done: int, total: int, running: int, failed: int, input_tokens: int, output_tokens: int, eta_s: float | None) -> str:
+    """The live figures in one line, the same for `gdpval run` and `gdpval status`."""
+    return f"done {done}/{total}  running {running}  failed {failed}  tokens in {input_tokens:,} out {output_tokens:,}  ETA {eta(eta_s)}"
+
+
+def bar(done: int, total: int, line: str) -> Group:
+    """A progress bar above the figures (for a terminal)."""
+    return Group(ProgressBar(total=max(total, 1), completed=done, width=60), Text(line))
 
 
 class Tally(sample.Tally):
@@ -23,20 +40,22 @@ class Tally(sample.Tally):
     crashed: int = 0
     started: float = Field(default_factory=time.monotonic)
 
-    def eta(self) -> str:
-        finished = self.done + self.crashed
-        left = self.total - self.skipped - finished
-        if finished == 0 or left <= 0:
-            return "-"
-        seconds = (time.monotonic() - self.started) / finished * left
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    @property
+    def finished(self) -> int:
+        """Samples with a result: committed before this invocation or during it (crashes not counted)."""
+        return self.skipped + self.succeeded + self.failed
+
+    def eta_seconds(self) -> float | None:
+        ended = self.done + self.crashed
+        left = self.total - self.skipped - ended
+        if ended == 0 or left <= 0:
+            return None
+        return (time.monotonic() - self.started) / ended * left
 
     def line(self) -> str:
-        return (
-            f"done {self.succeeded + self.skipped}/{self.total}  failed {self.failed}  crashed {self.crashed}  "
-            f"running {self.running}  tokens in {self.input_tokens:,} out {self.output_tokens:,}  "
-            f"elapsed {time.monotonic() - self.started:.0f}s  ETA {self.eta()}"
-        )
+        live = figures(self.finished, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_seconds())
+        crashed = f"  crashed {self.crashed}" if self.crashed else ""
+        return f"{live}{crashed}  elapsed {time.monotonic() - self.started:.0f}s"
 
 
 class Progress:
@@ -46,7 +65,10 @@ class Progress:
         self.tally = tally
         self.console = console
         self.lock = threading.Lock()
-        self.live = Live(Text(tally.line()), console=console, refresh_per_second=4, transient=False) if console.is_terminal else None
+        self.live = Live(self._view(), console=console, refresh_per_second=4, transient=False) if console.is_terminal else None
+
+    def _view(self) -> Group:
+        return bar(self.tally.finished, self.tally.total, self.tally.line())
 
     def __enter__(self) -> Progress:
         if self.live:
@@ -55,16 +77,16 @@ class Progress:
 
     def __exit__(self, *exc: Any) -> None:
         if self.live:
-            self.live.update(Text(self.tally.line()))
+            self.live.update(self._view())
             self.live.__exit__(*exc)
 
     def event(self, kind: str, entry: ManifestEntry, result: SampleResult | None) -> None:
         with self.lock:
             self._count(kind, result)
             if self.live:
-                self.live.update(Text(self.tally.line()))
+                self.live.update(self._view())
             elif kind != "start":
-                self.console.print(f"{entry.sample.sample_id}: {self._describe(kind, result)}  [{self.tally.line()}]", highlight=False)
+                self.console.print(f"{entry.sample.sample_id}: {self._describe(kind, result)}  [{self.tally.line()}]", markup=False, highlight=False)
 
     def _count(self, kind: str, result: SampleResult | None) -> None:
         t = self.tally

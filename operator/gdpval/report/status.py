@@ -1,0 +1,135 @@
+"""`gdpval status`: where a run stands, from its folder (local or S3) or from a GdpvalRun's status.
+
+The figures are those of `gdpval run`'s live line (done/total, running, failed, tokens, ETA), plus
+progress per sector and the latest failures with their reasons. Built by pure functions; reading
+storage or the cluster happens in `storage_status` and `cluster_status`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gdpval.report.records import RunRecords
+from gdpval.runner.progress import figures
+
+LATEST_FAILURES = 5
+
+
+class SectorProgress(BaseModel):
+    name: str
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+
+
+class Failure(BaseModel):
+    sample_id: str
+    sector: str
+    reason: str  # error kind
+    error: str
+    finished_at: float = 0.0
+
+
+class RunStatus(BaseModel):
+    source: str  # the run's folder, or the GdpvalRun
+    run: str
+    state: str = ""  # a GdpvalRun's state; a folder's is derived from its counts
+    total: int = 0
+    done: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    running: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    eta_s: float | None = None
+    sectors: list[SectorProgress] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("Succeeded", "Failed") or (not self.state and self.total > 0 and self.done == self.total)
+
+    def lines(self) -> list[str]:
+        head = f"{self.run} ({self.source})" + (f": {self.state}" if self.state else "")
+        out = [head, figures(self.done, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_s)]
+        width = max((len(s.name) for s in self.sectors), default=0)
+        out += [f"  {s.name:<{width}}  {s.done}/{s.total} done, {s.failed} failed" for s in self.sectors]
+        if self.failures:
+            out.append("latest failures:")
+            out += [f"  {f.sample_id} ({f.sector}): {f.reason}: {' '.join(f.error.split())[:200]}" for f in self.failures]
+        return out + self.notes
+
+
+def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
+    """A run's status from its folder: committed results are done, newer attempt folders are running."""
+    sectors: dict[str, SectorProgress] = {}
+    status = RunStatus(source=source, run=records.record.run_name, total=len(records.entries))
+    failures = []
+    for entry in records.entries:
+        sample, sector = entry.sample.sample_id, entry.task.sector
+        progress = sectors.setdefault(sector, SectorProgress(name=sector))
+        progress.total += 1
+        status.running += sample in records.started
+        result = records.results.get(sample)
+        if result is None:
+            continue
+        progress.done += 1
+        status.done += 1
+        status.input_tokens += result.usage.input_tokens
+        status.output_tokens += result.usage.output_tokens
+        if result.completed:
+            status.succeeded += 1
+        else:
+            status.failed += 1
+            progress.failed += 1
+            failures.append(
+                Failure(sample_id=sample, sector=sector, reason=str(result.error_kind or "unknown"), error=result.error, finished_at=result.finished_at)
+            )
+    status.sectors = sorted(sectors.values(), key=lambda s: s.name)
+    status.failures = sorted(failures, key=lambda f: -f.finished_at)[:LATEST_FAILURES]
+    status.eta_s = _eta(records, status, now)
+    return status
+
+
+def _eta(records: RunRecords, status: RunStatus, now: float) -> float | None:
+    """Time left at the pace of the samples committed so far (from the first start to now)."""
+    starts = [r.started_at for r in records.results.values() if r.started_at > 0]
+    left = status.total - status.done
+    if not starts or left <= 0 or status.done == 0:
+        return None
+    return max(0.0, now - min(starts)) / status.done * left
+
+
+def from_cluster(obj: dict[str, Any], folder: RunStatus | None) -> RunStatus:
+    """A GdpvalRun's status (counts, tokens, sectors), with the latest failures read from its folder when reachable."""
+    meta, st = obj.get("metadata", {}), obj.get("status") or {}
+    counts, tokens = st.get("samples") or {}, st.get("tokens") or {}
+    total = int(counts.get("total", 0))
+    succeeded, failed = int(counts.get("succeeded", 0)), int(counts.get("failed", 0))
+    sectors = [
+        SectorProgress(name=name, total=int(c.get("total", 0)), done=int(c.get("succeeded", 0)) + int(c.get("failed", 0)), failed=int(c.get("failed", 0)))
+        for name, c in sorted((st.get("sectors") or {}).items())
+    ]
+    status = RunStatus(
+        source=f"GdpvalRun {meta.get('namespace', '')}/{meta.get('name', '')}",
+        run=str(meta.get("name", "")),
+        state=str(st.get("state") or "Pending"),
+        total=total,
+        done=succeeded + failed,
+        succeeded=succeeded,
+        failed=failed,
+        running=int(counts.get("running", 0)),
+        input_tokens=int(tokens.get("input", 0)),
+        output_tokens=int(tokens.get("output", 0)),
+        sectors=sectors or (folder.sectors if folder else []),
+        failures=folder.failures if folder else [],
+        eta_s=folder.eta_s if folder else None,
+    )
+    uris = [f"{label} {st[key]}" for label, key in (("storage", "storageURI"), ("submission", "submissionURI"), ("report", "reportURI")) if st.get(key)]
+    status.notes = uris + (
+        [] if folder or not st.get("storageURI") else ["(latest failures: the run's folder is not readable from here; give --s3-endpoint and AWS credentials)"]
+    )
+    return status
