@@ -19,11 +19,13 @@ from gdpval import contract
 from gdpval.controller.entry import operator_command
 from gdpval.errors import GdpvalError
 from gdpval.judge.command import judge_command
+from gdpval.sandbox.runtime_cli import runtime_app
 from gdpval.settings import FlagSpec, Path_, flag_specs
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
 submission_app = typer.Typer(no_args_is_help=True, help="Build or inspect a submission package.")
 app.add_typer(submission_app, name="submission")
+app.add_typer(runtime_app, name="runtime")
 err = Console(stderr=True)
 
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
@@ -121,7 +123,8 @@ def run(
     """Run GDPval samples in local sandboxes and build the submission."""
     from gdpval.agent.client import make_client
     from gdpval.agent.client import preflight as check_endpoint
-    from gdpval.runner.local import LocalOptions, LocalRunner, pending
+    from gdpval.fakemodel.server import FakeModelConfig
+    from gdpval.runner.local import LocalOptions, LocalRunner, choose_runtime, pending, runtime_notes
     from gdpval.runner.prepare import load_and_plan, save_or_resume
     from gdpval.runner.progress import Progress, Tally
     from gdpval.sandbox.local import Isolation
@@ -141,14 +144,17 @@ def run(
     client = make_client(settings.model.base_url)
     if preflight:
         check_endpoint(client, settings.model.name)
+    record, system = choose_runtime(record, mode)
     record, entries, _ = save_or_resume(storage, record, entries)
+    for note in runtime_notes(record, system, FakeModelConfig.model):
+        print(note, file=sys.stderr, flush=True)
     todo = pending(entries, list(storage.list(layout.samples(run_name))), retry_failed, storage, run_name)
     out = Console(soft_wrap=True)
     out.print(f"run {run_name!r}: {len(entries)} samples, {len(entries) - len(todo)} already committed, {len(todo)} to run -> {storage.uri}", highlight=False)
     tally = Tally(total=len(entries), skipped=len(entries) - len(todo))
     try:
         with Progress(tally, out) as progress:
-            runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, mode, retry_failed), progress.event)
+            runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, mode, retry_failed, runtime=system), progress.event)
             runner.run(todo)
     except KeyboardInterrupt:
         err.print("interrupted: committed samples are kept; run the same command again to resume")

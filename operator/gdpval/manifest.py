@@ -44,6 +44,9 @@ class RunRecord(BaseModel):
     dataset: DatasetRef
     created_at: float = 0.0
     gdpval_version: str = ""
+    # The root local sandboxes run in: "host", or the digest of the sandbox image unpacked as their root
+    # (gdpval.sandbox.runtime). None for cluster runs (pods run spec.images.sandbox) and older run.json.
+    runtime: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 DEFAULT_DATASET = "openai-mirror/gdpval"
 MIB = 1024 * 1024
@@ -24,7 +25,12 @@ HTTP_URL = r"^https?://[^\s/]+"
 PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "prompt", "sandbox", "deliverables")
 # Within them, where to reach the model may change on resume (the same model, served elsewhere); the
 # dataset revision is checked against the one the run resolved, not the one it asked for.
-UNPINNED = (("model", "base_url"), ("dataset", "revision"))
+# The sandbox runtime is a name ("auto") that can resolve to another root later: run.json pins the root
+# it resolved to instead (RunRecord.runtime, checked on resume).
+UNPINNED = (("model", "base_url"), ("dataset", "revision"), ("sandbox", "runtime"))
+# Settings of `gdpval run` alone, and why pods have no use for them. They are never written: not in the
+# GdpvalRun schema, not in run.json (which records what they resolved to instead).
+LOCAL_ONLY = {("sandbox", "runtime"): "pods run their sandbox image (spec.images.sandbox); run.json records the root used (RunRecord.runtime)"}
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,13 @@ class SandboxSettings(SettingsModel):
     )
     strict_limits: Annotated[bool, Flag(("--strict-limits/--no-strict-limits",))] = Field(
         default=False, description="Refuse to run when a sandbox limit cannot be enforced on this machine, instead of warning at start."
+    )
+    runtime: Annotated[SkipJsonSchema[str], Flag(("--sandbox-runtime",))] = Field(
+        default="auto",
+        exclude=True,
+        min_length=1,
+        max_length=4096,
+        description="Root of local sandboxes: 'auto' (the full sandbox image once `gdpval runtime build` unpacked it, else host), 'full', 'host', or a folder.",
     )
 
 

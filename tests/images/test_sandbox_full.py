@@ -1,10 +1,12 @@
-"""The full sandbox image (images/sandbox/Dockerfile) does what GDPval tasks need, inside podman.
+"""The full sandbox image (images/sandbox/Dockerfile) does what GDPval tasks need, inside podman and
+as the local runtime `gdpval run` uses (the image unpacked, under bubblewrap with the sandbox's hardening).
 
-One container run makes documents with the Python libraries, converts a docx to PDF with
-LibreOffice, renders a PDF page to PNG with pdftoppm, reads xlsx/pptx/pdf back, and exercises
-OCR, fonts, audio and video; each check is then its own test. The image is the one this tree
-builds (`images/sandbox/build.sh tag`), which `hack/setup.sh --test` builds; a missing image or a
-missing podman fails every test here with what to run, it never skips.
+One run of the same script, in each, makes documents with the Python libraries, converts a docx to
+PDF with LibreOffice, renders a PDF page to PNG with pdftoppm, reads xlsx/pptx/pdf back, and
+exercises OCR, fonts, audio and video; each check is then its own test. The image is the one this
+tree builds (`images/sandbox/build.sh tag`), which `hack/setup.sh --test` builds and unpacks
+(`gdpval runtime build`); a missing image, runtime or podman fails every test here with what to
+run, it never skips.
 """
 
 from __future__ import annotations
@@ -13,19 +15,24 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from gdpval.sandbox import runtime
+from gdpval.sandbox.local import LocalSandbox
 from infra.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
 BUILD = REPO_ROOT / "images" / "sandbox" / "build.sh"
 BUILD_IT = "run images/sandbox/build.sh (hack/setup.sh --test does; 2-5 minutes, see images/sandbox/README.md)"
+UNPACK_IT = "run `gdpval runtime build` (hack/setup.sh --test does; about 30 s once the image is built)"
+CHECKS_TIMEOUT_S = 900
 
 CHECKS = r"""
 import json, os, subprocess, sys, time, traceback
-out = "/out"
+out = sys.argv[1] if len(sys.argv) > 1 else "/out"
 results = {}
 
 def check(name):
@@ -260,13 +267,13 @@ def image() -> str:
     return tag.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
+def in_podman(tmp: Path) -> dict:
     base = podman()
     ref = image()
     if subprocess.run([*base, "image", "exists", ref]).returncode != 0:
         pytest.fail(f"the full sandbox image {ref} is not built: {BUILD_IT}")
-    out = tmp_path_factory.mktemp("sandbox-full")
+    out = tmp / "out"
+    out.mkdir()
     out.chmod(0o777)  # the image's uid 1000 writes here
     (out / "checks.py").write_text(CHECKS)
     proc = subprocess.run(
@@ -289,11 +296,42 @@ def results(tmp_path_factory) -> dict:
         ],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=CHECKS_TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((out / "results.json").read_text())
-    print(f"\n{ref}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
+    return json.loads((out / "results.json").read_text())
+
+
+def local_runtime() -> runtime.Runtime:
+    """The runtime unpacked from the image this tree builds (not merely some older one)."""
+    found = runtime.current()
+    if found is None or found.info is None:
+        pytest.fail(f"no local runtime in {runtime.runtimes_dir()}: {UNPACK_IT}")
+    wanted = image()
+    assert found.info.image == wanted, f"the local runtime is {found.info.image}, not this tree's {wanted}: {UNPACK_IT}"
+    return found
+
+
+def in_local_runtime(tmp: Path) -> dict:
+    """The same script through the tool server of a hardened local sandbox over the unpacked image."""
+    workspace = tmp / "workspace"
+    with LocalSandbox(workspace, {}, isolation="bwrap", system=local_runtime()) as box:
+        # As root the workspace is a disk mounted at start: what goes in it comes after.
+        (workspace / "deliverable_files").mkdir(exist_ok=True)
+        (workspace / "out").mkdir()
+        (workspace / "checks.py").write_text(CHECKS)
+        done = box.client().call("bash", {"command": "python3 checks.py /workspace/out"}, CHECKS_TIMEOUT_S)
+        assert done.exit_code == 0 and not done.timed_out, done.output[-3000:]
+        return json.loads((workspace / "out" / "results.json").read_text())
+
+
+WHERE = {"podman": in_podman, "local": in_local_runtime}
+
+
+@pytest.fixture(scope="module", params=sorted(WHERE))
+def results(request, tmp_path_factory) -> dict:
+    data = WHERE[request.param](tmp_path_factory.mktemp(f"sandbox-full-{request.param}"))
+    print(f"\n{request.param}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
     return data
 
 

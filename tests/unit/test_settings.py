@@ -16,10 +16,11 @@ from gdpval.dataset.models import DatasetRef
 from gdpval.errors import GdpvalError
 from gdpval.manifest import RunRecord
 from gdpval.runner.prepare import describe_invalid, settings_for
-from gdpval.settings import RunSettings, flag_specs, leaves, wire_path
+from gdpval.settings import LOCAL_ONLY, RunSettings, flag_specs, leaves, wire_path
 
 LEGACY = Path(__file__).resolve().parents[1] / "data/legacy-run-0.1.0/runs/demo/run.json"
 SPECS = flag_specs()
+WRITTEN = [spec for spec in SPECS if spec.path not in LOCAL_ONLY]
 SPEC = api.GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}})
 
 
@@ -73,7 +74,7 @@ def test_flags_are_unique():
 
 def test_every_setting_is_in_the_crd_with_its_default_and_description():
     schema = _spec_schema()
-    for spec in SPECS:
+    for spec in WRITTEN:
         path = wire_path(spec.path)
         node, parent = _node(schema, path), _node(schema, path[:-1])
         assert node.get("description") == spec.help, spec.path
@@ -100,7 +101,7 @@ def test_run_json_and_the_prepare_job_carry_every_setting():
     record = RunRecord(run_name="r", settings=RunSettings.of(SPEC), dataset=DatasetRef(source="s3", location="s3://d", revision="x"))
     stored = json.loads(record.dump())["settings"]
     sent = json.loads(manifests.settings_json(SPEC))
-    for spec in SPECS:
+    for spec in WRITTEN:
         for document in (stored, sent):
             node = document
             for part in wire_path(spec.path):
@@ -151,3 +152,22 @@ def test_every_spec_field_is_explained():
         return own + [p for name, sub in (node.get("properties") or {}).items() for p in unexplained(sub, f"{path}.{name}")]
 
     assert unexplained(_spec_schema(), "spec") == []
+
+
+def test_local_only_settings_are_flags_but_never_written():
+    """A local-only setting is a flag of `gdpval run`, absent from the CRD (its defaults included),
+    run.json and the prepare Job's input; a new one needs its reason listed."""
+    assert LOCAL_ONLY and all(reason for reason in LOCAL_ONLY.values())
+    options = _run_options()
+    crd_text = json.dumps(_spec_schema())
+    settings = RunSettings.model_validate({"model": {"name": "m"}, "sandbox": {"runtime": "/opt/root"}})
+    stored = json.loads(RunRecord(run_name="r", settings=settings, dataset=DatasetRef(source="s3", location="s3://d", revision="x")).dump())
+    for path in LOCAL_ONLY:
+        spec = next(s for s in SPECS if s.path == path)
+        assert spec.param in options
+        node: dict = stored["settings"]
+        for part in wire_path(path)[:-1]:
+            node = node[part]
+        assert wire_path(path)[-1] not in node
+        assert f'"{wire_path(path)[-1]}"' not in crd_text
+    assert "runtime" not in json.loads(manifests.settings_json(SPEC))["sandbox"]

@@ -13,12 +13,13 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import openai
 
 from gdpval.dataset.loader import LoadedDataset, MissingReference
+from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord
 from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, missing_references, run_attempt
 from gdpval.runner.state import progress_from_keys
@@ -26,7 +27,8 @@ from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits import check as check_limits
-from gdpval.sandbox.local import Isolation, LocalSandbox
+from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status
+from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
 from gdpval.storage import Storage, layout
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,33 @@ class LocalOptions:
     isolation: Isolation = "auto"
     retry_failed: bool = False
     workdir: Path | None = None
+    runtime: Runtime = field(default_factory=Runtime)
+
+
+def choose_runtime(record: RunRecord, isolation: Isolation) -> tuple[RunRecord, Runtime]:
+    """The runtime the run's sandboxes use, and the record naming it (written if the run is new).
+
+    Without bubblewrap there is no root to swap: `auto` falls back to the host, anything else is refused.
+    """
+    isolated = isolation != "none" and bwrap_status()[0]
+    choice = record.settings.sandbox.runtime
+    if not isolated and choice not in ("auto", "host"):
+        raise GdpvalError(f"--sandbox-runtime {choice} needs bubblewrap isolation, which is off ({bwrap_status()[1]}; --isolation {isolation})")
+    system = resolve(choice) if isolated else Runtime()
+    return record.model_copy(update={"runtime": system.label}), system
+
+
+def runtime_notes(stored: RunRecord, system: Runtime, scripted: str) -> list[str]:
+    """What `gdpval run` says at start about its runtime (`scripted`: the scripted model's name, which
+    needs no warning); a resumed run refuses another root than its own."""
+    if stored.runtime is not None and stored.runtime != system.label:
+        raise GdpvalError(
+            f"run {stored.run_name!r} ran its samples in runtime {stored.runtime}, not {system.label}: resume it with "
+            "--sandbox-runtime naming that one (host, or the folder `gdpval runtime show` lists), or start a new --run-name"
+        )
+    notes = [f"sandbox runtime: {system.describe()}"]
+    warning = comparability_warning(system, stored.settings.model.name, scripted)
+    return notes + ([warning] if warning else [])
 
 
 def pending(entries: list[ManifestEntry], keys: list[str], retry_failed: bool, storage: Storage, run: str) -> list[tuple[ManifestEntry, int]]:
@@ -126,7 +155,8 @@ class LocalRunner:
         scratch.mkdir()
         try:
             network = self.record.settings.sandbox.network
-            with LocalSandbox(workspace, references, network=network, isolation=self.options.isolation, limits=self.limits) as box:
+            options = self.options
+            with LocalSandbox(workspace, references, network=network, isolation=options.isolation, limits=self.limits, system=options.runtime) as box:
                 self.active.add(box)
                 try:
                     view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])

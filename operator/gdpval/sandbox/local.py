@@ -2,7 +2,8 @@
 
 Under bubblewrap the model sees the same paths as in a pod (`/workspace`,
 `/reference_files/<hash>/<name>`) in a private mount and pid namespace with an empty,
-read-only root. Without it the tool server is a plain process, the model is told the real
+read-only root holding only the system folders of its runtime (gdpval.sandbox.runtime): the host's
+/usr and /etc, or those of the unpacked sandbox image pods run. Without it the tool server is a plain process, the model is told the real
 host paths, and a warning says that nothing is isolated.
 
 The tool server always listens on a unix socket that this process creates in a private
@@ -39,38 +40,27 @@ from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
 from gdpval.sandbox.limits import IMAGE_FILE, RUNTIME_PREFIX, Limits, LoopDisk, SampleCgroup, cgroup_support, loop_disk_support
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
+from gdpval.sandbox.runtime import Runtime, root_binds
 
 Isolation = Literal["auto", "bwrap", "none"]
 
 log = logging.getLogger(__name__)
 
 BWRAP = "/usr/bin/bwrap"
-SYSTEM_PYTHON = "/usr/bin/python3"
 TOOLSERVER = Path(__file__).with_name("toolserver.py")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
 STOP_GRACE_S = 3.0
 SANDBOX_UID = 1000  # who commands run as inside; files they write belong to the runner's uid on the host
-MERGED_USR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-def _system_binds() -> list[str]:
-    """/usr and /etc read-only, plus the top-level links (or folders) that point into /usr."""
-    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for path in MERGED_USR_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    return args
-
-
-def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None) -> list[str]:
+def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None, system: Runtime) -> list[str]:
     """Namespaces and privileges: a user namespace whose one uid maps to the runner's, so the
     sandbox holds no capability on the host even when the runner is root; no capability inside it
     either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp of
-    `tmp_bytes`. Without a filter (benchmarks only) none of that hardening is applied."""
+    `tmp_bytes`. Without a filter (benchmarks only) none of that hardening is applied. The system
+    folders come read-only from `system` (the host's, or an unpacked image's)."""
     args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
     if seccomp_fd is not None:
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
@@ -78,7 +68,7 @@ def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None
     if not network:
         args.append("--unshare-net")
     size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
-    return args + _system_binds() + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    return args + root_binds(system) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
 
 
 def _pipe_holding(data: bytes) -> int:
@@ -100,7 +90,7 @@ def bwrap_status() -> tuple[bool, str]:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
-    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().memory_bytes), "--remount-ro", "/", "--", "/usr/bin/true"]
+    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().memory_bytes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -183,9 +173,12 @@ class LocalSandbox:
         python: str | None = None,
         limits: Limits | None = None,
         harden: bool = True,
+        system: Runtime | None = None,
     ) -> None:
-        """`harden=False` leaves out the user namespace, seccomp and limits: only to measure their cost."""
+        """`system` is the root the sandbox runs in (default: the host's); `harden=False` leaves out the
+        user namespace, seccomp and limits: only to measure their cost."""
         self.workspace = Path(workspace).absolute()
+        self.system = system or Runtime()
         self.limits = limits or Limits.of()
         self.harden = harden
         self.references = _checked_references(references)
@@ -214,9 +207,11 @@ class LocalSandbox:
 
     def _choose_python(self, python: str | None) -> str:
         if not self.isolated:
+            if self.system.root is not None:
+                raise SandboxUnavailable(f"the runtime {self.system.label} needs bubblewrap isolation ({self._isolation_note})")
             return python or shutil.which("python3", path=CLEAN_PATH) or sys.executable
-        python = python or SYSTEM_PYTHON
-        if not python.startswith(("/usr/", "/bin/")):
+        python = python or self.system.python
+        if self.system.root is None and not python.startswith(("/usr/", "/bin/")):
             raise ValueError(f"python {python!r} is not visible inside the sandbox: use one under /usr")
         return python
 
@@ -268,10 +263,12 @@ class LocalSandbox:
         return self._runtime
 
     def _env(self) -> dict[str, str]:
-        """The whole environment of the server and its commands: nothing of the host's."""
+        """The whole environment of the server and its commands: nothing of the host's; over an image's
+        root, the image's own variables (its PATH with the venv first, cache folders) as in a pod."""
         tmp = "/tmp" if self.isolated else str(self.runtime / "tmp")
         return {
             "PATH": CLEAN_PATH,
+            **self.system.env,
             "HOME": tmp,
             "TMPDIR": tmp,
             "LANG": "C.UTF-8",
@@ -283,7 +280,7 @@ class LocalSandbox:
 
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
         tmp_bytes = self.limits.memory_bytes if self.harden else None
-        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes)]
+        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes, self.system)]
         args += ["--bind", str(self.workspace), contract.WORKSPACE, "--dir", contract.REFERENCES]
         for dataset_path, host in sorted(self.references.items()):
             args += ["--ro-bind", str(host), f"/{dataset_path}"]

@@ -69,6 +69,7 @@ class PackageInfo(BaseModel):
     submission_ready_definition: str = READY_DEFINITION
     official_score: str = OFFICIAL_SCORE
     created_at: str
+    runtime: str | None = None  # local runs: "host" or the sandbox image digest (see RunRecord.runtime)
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -207,6 +208,7 @@ class _Builder:
             submission_ready=_share(counts.ready, counts),
             completed=_share(counts.succeeded, counts),
             created_at=self.created,
+            runtime=self.record.runtime,
             warnings=warnings,
         )
         self._put(layout.package_info(prefix), (info.model_dump_json(indent=2) + "\n").encode())
