@@ -160,7 +160,10 @@ def run(
         err.print("interrupted: committed samples are kept; run the same command again to resume")
         sys.stdout.flush()
         os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
+    from gdpval.report.cli import report_after_build
+
     info = build_submission(storage, run_name)
+    report_after_build(storage, run_name, out)
     c = info.counts
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f})", highlight=False)
@@ -233,12 +236,19 @@ def sample_cmd(
 
 
 @submission_app.command("build")
-def submission_build(run_name: RunName, output: Output) -> None:
+def submission_build(
+    run_name: RunName, output: Output, report: Annotated[bool, typer.Option(help="Also write the run's HTML report beside it (runs/<run>/report.html).")] = True
+) -> None:
     """Assemble the submission package from committed results (the final Job)."""
+    from gdpval.report.cli import report_after_build
     from gdpval.storage import open_storage
     from gdpval.submission.build import build_submission
 
-    print(build_submission(open_storage(output), run_name).model_dump_json())
+    storage = open_storage(output)
+    info = build_submission(storage, run_name)
+    if report:
+        report_after_build(storage, run_name, err)
+    print(info.model_dump_json())
 
 
 @app.command()

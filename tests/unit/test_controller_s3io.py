@@ -70,3 +70,6 @@ def test_submission_info(storage):
     storage.put_text(f"{layout.submission('r')}/repeat-1/submission_info.json", json.dumps({"submission_ready": 1.0, "completed": 0.0, "counts": {"total": 1}}))
     sub = s3io.read_submission(storage, "r")
     assert sub.uri.endswith("/pre/runs/r/submission") and (sub.ready_rate, sub.completed_rate) == (1.0, 0.75)
+    assert sub.report_uri is None  # the assemble Job writes the report after the packages; it may have failed
+    storage.put_text(layout.report("r"), "<!DOCTYPE html>")
+    assert s3io.read_submission(storage, "r").report_uri == storage.url(layout.report("r"))

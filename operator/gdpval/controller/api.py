@@ -312,6 +312,7 @@ class GdpvalRunStatus(SettingsModel):
         default=None, alias="storageURI", max_length=2048, description="The run's folder: run.json, manifest, per-sample attempts, submission."
     )
     submission_uri: str | None = Field(default=None, alias="submissionURI")
+    report_uri: str | None = Field(default=None, alias="reportURI", description="The run's HTML report (figures, plots, transcripts), by the assemble Job.")
     submission_ready_rate: float | None = Field(
         default=None, description="Share of samples that left final text or a deliverable file (the benchmark's submission_ready)."
     )

@@ -58,6 +58,7 @@ class Submission:
     uri: str
     ready_rate: float | None = None
     completed_rate: float | None = None
+    report_uri: str | None = None  # the assemble Job writes the report after the packages; absent if that failed
 
 
 @dataclass(frozen=True)

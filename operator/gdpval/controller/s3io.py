@@ -87,4 +87,5 @@ def read_submission(storage: Storage, run: str) -> Submission:
     if not keys:
         raise NotFound(f"{storage.url(layout.package_info(root))} does not exist")
     infos = [json.loads(storage.get_text(k)) for k in keys]
-    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"))
+    report = storage.url(layout.report(run)) if storage.exists(layout.report(run)) else None
+    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"), report_uri=report)

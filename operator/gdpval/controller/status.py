@@ -128,6 +128,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         dataset_revision=obs.dataset_revision or prev.dataset_revision,
         storage_uri=obs.storage_uri or prev.storage_uri,
         submission_uri=submission.uri if submission else prev.submission_uri,
+        report_uri=submission.report_uri if submission else prev.report_uri,
         submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,

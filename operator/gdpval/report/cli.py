@@ -111,3 +111,14 @@ def status_command(output: str | None, run: str | None, gdpvalrun: str | None, n
         storage = open_storage(OutputSettings(url=output, endpoint=endpoint))
         read = lambda: storage_status(storage, run)  # noqa: E731
     return watch(read, every, Console(soft_wrap=True), once)
+
+
+def report_after_build(storage: Storage, run: str, console: Console) -> str | None:
+    """Write the report after a submission build; the package is what matters, so a report that fails only warns."""
+    try:
+        uri = write_report(storage, run)
+    except Exception as exc:  # any failure: the submission is already written whole
+        console.print(f"warning: the report was not written ({type(exc).__name__}: {exc}); run `gdpval report` to retry", markup=False, highlight=False)
+        return None
+    console.print(f"report: {uri}", markup=False, highlight=False)
+    return uri
