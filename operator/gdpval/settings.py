@@ -232,6 +232,17 @@ class OutputSettings(SettingsModel):
     region: Annotated[str | None, Flag(("--s3-region",))] = Field(default=None, max_length=64, description="S3 region; empty means AWS_REGION or us-east-1.")
 
 
+class JudgeSettings(SettingsModel):
+    """The local rubric judge (`gdpval judge`): scores against each task's rubric, a local estimate, not the official GDPval grade."""
+
+    model: str = Field(min_length=1, max_length=256, description="Model name of the judge.")
+    base_url: str = Field(
+        alias="baseURL", max_length=2048, pattern=HTTP_URL, description="OpenAI-compatible base URL of the judge model (http:// or https://)."
+    )
+    concurrency: int = Field(default=4, ge=1, le=64, description="Samples judged at once.")
+    tries: int = Field(default=3, ge=1, le=10, description="Tries per sample on server errors and malformed replies; then the sample is a judge failure.")
+
+
 class RunSettings(SettingsModel):
     """Everything that configures a run, on one machine or on Kubernetes."""
 

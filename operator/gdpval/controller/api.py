@@ -18,6 +18,7 @@ from gdpval.settings import (
     AgentSettings,
     DatasetSettings,
     DeliverableSettings,
+    JudgeSettings,
     ModelSettings,
     OutputSettings,
     PromptSettings,
@@ -234,6 +235,12 @@ class PodOverrides(SettingsModel):
     volumes: VolumeSizes = Field(default_factory=VolumeSizes, json_schema_extra={"default": defaults_of(VolumeSizes)})
 
 
+class JudgeSpec(JudgeSettings):
+    """After assembly, a Job scores the run's deliverables against each task's rubric (`gdpval judge`); a local estimate, not the official GDPval grade."""
+
+    api_key_secret_ref: SecretKeyRef | None = Field(default=None, description="Secret key holding the judge's API key (OPENAI_API_KEY of the judge Job).")
+
+
 FAILURE_BUDGET_RULE: JsonDict = _cel(
     "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",
     "failureBudget must be a count >= 0 or a percentage such as '10%'",
@@ -264,6 +271,9 @@ class GdpvalRunSpec(RunSettings):
     cleanup_policy: CleanupPolicy = Field(
         default="Delete", description="Which finished pods and Jobs are deleted: Delete (all), KeepFailed, Keep. S3 artifacts are always kept."
     )
+    judge: JudgeSpec | None = Field(
+        default=None, description="Score the finished run with a judge model before it Succeeds; status.judge records the run-level local estimate."
+    )
 
 
 # Spec fields that configure how a run uses the cluster, not what it runs: `gdpval run` has no flag
@@ -279,6 +289,7 @@ CLUSTER_ONLY = {
     "suspend": "pauses pod creation; locally Ctrl-C and resume",
     "pod": "scheduling and metadata of pods",
     "cleanupPolicy": "which finished pods and Jobs are kept",
+    "judge": "locally `gdpval judge` after the run",
 }
 
 
@@ -294,6 +305,20 @@ class Condition(SettingsModel):
 class Tokens(SettingsModel):
     input: int = 0
     output: int = 0
+
+
+class JudgeEstimate(SettingsModel):
+    """The judge's run-level figures (points over max points of the judged samples): a local estimate, not the official GDPval grade."""
+
+    state: Literal["Succeeded", "Failed"] = Field(description="Succeeded: results.json was written; Failed: the judge Job failed (the run still Succeeds).")
+    score: float | None = Field(default=None, description="Points over max points; empty when nothing could be judged.")
+    points: float = 0.0
+    max_points: float = 0.0
+    scored: int = Field(default=0, description="Samples the judge scored.")
+    failed: int = Field(default=0, description="Samples the judge model failed on (left out of the sums).")
+    results_uri: str = Field(default="", alias="resultsURI", description="The judge's results.json: per sample, per sector and per run.")
+    message: str = Field(default="", max_length=2048)
+    label: str = Field(default="", description="What the figures are: a local estimate, not the official grade.")
 
 
 class GdpvalRunStatus(SettingsModel):
@@ -318,6 +343,7 @@ class GdpvalRunStatus(SettingsModel):
     )
     completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
+    judge: JudgeEstimate | None = Field(default=None, description="The judge's run-level local estimate (spec.judge), not the official GDPval grade.")
     conditions: list[Condition] = Field(
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

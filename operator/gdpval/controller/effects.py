@@ -16,6 +16,7 @@ import secrets
 from gdpval.controller import api, manifests
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
+from gdpval.controller.judging import judge_job
 from gdpval.controller.kube import Kube
 from gdpval.controller.ledger import encode
 from gdpval.controller.manifests import RunContext
@@ -26,7 +27,7 @@ from gdpval.controller.resolve import Resolver, resolve_hosts
 from gdpval.controller.status import status_patch
 
 log = logging.getLogger("gdpval.operator")
-_JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBLE: manifests.assemble_job}
+_JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBLE: manifests.assemble_job, n.COMPONENT_JUDGE: judge_job}
 
 
 class Effects:

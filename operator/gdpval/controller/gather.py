@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gdpval.controller import manifests, s3io
+from gdpval.controller import judging, manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, OutputSpec
 from gdpval.controller.kube import Kube, SecretCheck
@@ -54,7 +54,11 @@ class Gatherer:
             obs = replace(obs, ledger=ledger, blockers=tuple(blockers), create_failures=dict(memory.create_failures))
             obs = await _load_samples(memory, ctx, storage, obs)
             obs = replace(obs, probes=await asyncio.to_thread(self._probes, ctx, storage, obs))
-            return await _load_submission(ctx, storage, obs), version
+            obs = await _load_submission(ctx, storage, obs)
+            judge = obs.jobs.get(n.COMPONENT_JUDGE)
+            if judge and judge.succeeded:
+                obs = replace(obs, judge=await asyncio.to_thread(judging.read_estimate, storage, ctx.storage_name))
+            return obs, version
         except StorageError as exc:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))
             return replace(obs, blockers=tuple(blockers)), None

@@ -26,7 +26,8 @@ from pydantic import Field
 
 from gdpval import contract
 from gdpval.controller import names as n
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate
+from gdpval.controller.judging import judge_step
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
 from gdpval.controller.policy import MAX_RECREATIONS, budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, may_recreate, retry_at
@@ -88,6 +89,7 @@ class Observed:
     create_failures: Mapping[str, tuple[float, str]] = field(default_factory=dict)
     submission: Submission | None = None
     submission_error: str = ""
+    judge: JudgeEstimate | None = None  # read once the judge Job succeeded
 
 
 class Tally(RunTally):
@@ -111,6 +113,7 @@ class Plan:
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
+    judge: JudgeEstimate | None = None  # for status.judge
 
     def requeue_after(self, now: float) -> float:
         soonest = min([t - now for t in self.wake_at] + [RESYNC_SECONDS])
@@ -406,8 +409,15 @@ def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
     if _job_missing_or_failed(obs, plan, job, n.COMPONENT_ASSEMBLE, can_start) or job is None:
         return
     if job.succeeded and obs.submission is not None:
+        step = judge_step(obs.spec, obs.jobs.get(n.COMPONENT_JUDGE), obs.judge)
+        plan.judge = step.estimate
+        if not step.done:
+            plan.state, plan.reason, plan.message = "Judging", "Judging", step.message
+            if step.create and can_start:
+                plan.create_jobs.append(n.COMPONENT_JUDGE)
+            return
         plan.state, plan.reason = "Succeeded", "SubmissionReady"
-        plan.message = f"submission at {obs.submission.uri}"
+        plan.message = f"submission at {obs.submission.uri}{step.message}"
         return
     plan.reason = "SubmissionUnreadable" if job.succeeded and obs.submission_error else "Assembling"
     plan.message = obs.submission_error if job.succeeded and obs.submission_error else f"the assemble Job {job.name} builds the submission"

@@ -132,6 +132,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
+        judge=plan.judge or prev.judge,
         conditions=merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation),
     )
 

@@ -8,22 +8,30 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
+from gdpval.settings import JudgeSettings
 
 KEY_ENV = "OPENAI_API_KEY"
+FLAGS = {"model": "--judge-model", "base_url": "--judge-base-url", "concurrency": "--concurrency", "tries": "--tries"}
+
+
+def _help(field: str) -> str:
+    """A flag's help is its setting's description (the same text as the GdpvalRun's spec.judge)."""
+    return JudgeSettings.model_fields[field].description or ""
 
 
 def judge_command(
     output: Annotated[str, typer.Option("--output", "-o", help="Local folder or s3://bucket/prefix holding the run.")],
     run_name: Annotated[str, typer.Option("--run-name", help="The run to judge; judging it again resumes (judged samples are kept).")],
-    judge_model: Annotated[str, typer.Option("--judge-model", help="Model name of the judge.")],
-    judge_base_url: Annotated[str, typer.Option("--judge-base-url", help="OpenAI-compatible base URL of the judge model.")],
+    judge_model: Annotated[str, typer.Option("--judge-model", help=_help("model"))],
+    judge_base_url: Annotated[str, typer.Option("--judge-base-url", help=_help("base_url"))],
     judge_api_key_env: Annotated[
         str, typer.Option(help="Name of the environment variable holding the judge's API key (the key itself is never an option).")
     ] = KEY_ENV,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Samples judged at once.")] = 4,
-    tries: Annotated[int, typer.Option(min=1, max=10, help="Tries per sample on server errors and malformed replies.")] = 3,
+    concurrency: Annotated[int, typer.Option(help=_help("concurrency"))] = 4,
+    tries: Annotated[int, typer.Option(help=_help("tries"))] = 3,
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
 ) -> None:
     """Score a run's deliverables against each task's rubric with a judge model: a LOCAL ESTIMATE, not the official GDPval grade."""
@@ -32,6 +40,11 @@ def judge_command(
     from gdpval.judge.run import JudgeOptions, judge_run
     from gdpval.storage import open_storage
 
+    try:
+        settings = JudgeSettings(model=judge_model, base_url=judge_base_url, concurrency=concurrency, tries=tries)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise GdpvalError(f"{FLAGS.get(str(problem['loc'][0]), 'judge settings')}: {problem['msg']}") from None
     if not judge_api_key_env.isidentifier():
         raise GdpvalError(f"--judge-api-key-env {judge_api_key_env!r} must be the name of an environment variable, not a key")
     key = os.environ.get(judge_api_key_env)
@@ -40,8 +53,8 @@ def judge_command(
     storage = open_storage(output)
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY)
     if preflight:
-        check_endpoint(client, judge_model)
-    options = JudgeOptions(model=judge_model, concurrency=concurrency, tries=tries)
+        check_endpoint(client, settings.model)
+    options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries)
 
     def line(score, cached: bool) -> None:
         shown = f"{score.points:g}/{score.max_points:g}" if score.counted else score.error

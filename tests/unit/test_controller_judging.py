@@ -1,0 +1,96 @@
+"""spec.judge: after assembly a judge Job scores the run; its estimate lands in status.judge and never fails the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gdpval.controller import manifests as m
+from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.judging import judge_job, read_estimate
+from gdpval.controller.ledger import Entry, Outcome
+from gdpval.controller.observe import JobView
+from gdpval.controller.reconcile import Observed, Submission, decide
+from gdpval.controller.status import build_status
+from gdpval.judge import LABEL
+from gdpval.judge.models import JudgeResults, SampleScore
+from gdpval.judge.store import write_results
+from gdpval.storage.local import LocalStorage
+
+NOW = 1_000_000.0
+SAMPLES = ("t0-r0", "t1-r0")
+JUDGE = {"model": "judge-m", "baseURL": "http://10.250.0.1:8000/v1", "concurrency": 2, "apiKeySecretRef": {"name": "judge", "key": "key"}}
+
+
+def spec(**kw) -> GdpvalRunSpec:
+    return GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}} | kw)
+
+
+def job(component: str, succeeded: bool = False, failed: bool = False) -> JobView:
+    return JobView(f"run-{component}", component, 0, succeeded, failed, "BackoffLimitExceeded" if failed else "", NOW)
+
+
+def assembled(**kw) -> Observed:
+    """Every sample done and the submission built."""
+    jobs = {"prepare": job("prepare", succeeded=True), "assemble": job("assemble", succeeded=True)} | kw.pop("jobs", {})
+    base = dict(now=NOW, spec=spec(judge=JUDGE), generation=1, status=GdpvalRunStatus(), samples=SAMPLES, jobs=jobs)
+    ledger = {s: Entry(1, Outcome.succeeded, ended=int(NOW)) for s in SAMPLES}
+    return Observed(**(base | {"ledger": ledger, "submission": Submission("s3://b/p/runs/run/submission", 1.0)} | kw))
+
+
+_SCORE = dict(task_id="t", sector="s", occupation="o", judge_model="judge-m")
+
+
+def judged_storage(root: Path) -> LocalStorage:
+    """A judge's results.json: one sample scored 3 of 4, one judge failure."""
+    storage = LocalStorage(root)
+    scores = [SampleScore(sample_id="a", status="scored", points=3, max_points=4, **_SCORE), SampleScore(sample_id="b", status="failed", **_SCORE)]
+    write_results(storage, JudgeResults.of("run", "judge-m", "now", scores))
+    return storage
+
+
+def test_without_a_judge_section_the_run_succeeds_after_assembly():
+    plan = decide(assembled(spec=spec()))
+    assert plan.state == "Succeeded" and plan.create_jobs == [] and plan.judge is None
+
+
+def test_the_judge_job_runs_after_assembly_and_its_estimate_lands_in_status(tmp_path):
+    plan = decide(assembled())
+    assert (plan.state, plan.create_jobs) == ("Judging", ["judge"])
+    plan = decide(assembled(jobs={"judge": job("judge")}))
+    assert plan.state == "Judging" and plan.create_jobs == [] and "scores the deliverables" in plan.message
+    estimate = read_estimate(judged_storage(tmp_path), "run")
+    observed = assembled(jobs={"judge": job("judge", succeeded=True)}, judge=estimate)
+    plan = decide(observed)
+    assert plan.state == "Succeeded" and plan.judge == estimate and "judge estimate 75.0%" in plan.message and LABEL in plan.message
+    status = build_status(observed, plan)
+    assert status.judge is not None and status.judge.score == 0.75 and status.judge.state == "Succeeded"
+    wire = status.model_dump(mode="json", by_alias=True)["judge"]
+    assert (wire["maxPoints"], wire["scored"], wire["resultsURI"].endswith("runs/run/judge/results.json")) == (4.0, 1, True)
+
+
+def test_a_failed_judge_job_is_recorded_and_the_run_still_succeeds():
+    plan = decide(assembled(jobs={"judge": job("judge", failed=True)}))
+    assert plan.state == "Succeeded" and plan.judge is not None and plan.judge.state == "Failed"
+    assert "the judge Job run-judge failed: BackoffLimitExceeded" in plan.judge.message and "run-judge failed" in plan.message
+
+
+def test_unreadable_results_are_a_failed_estimate(tmp_path):
+    storage = LocalStorage(tmp_path)
+    assert read_estimate(storage, "run").state == "Failed" and "no results.json" in read_estimate(storage, "run").message
+    storage.put_text("runs/run/judge/results.json", "{")
+    assert "unreadable" in read_estimate(storage, "run").message
+
+
+def test_the_judge_job_runs_gdpval_judge_with_the_key_from_its_secret():
+    ctx = m.RunContext("demo", "ns", "uid-1", spec(judge=JUDGE), "agent:1", "sandbox:1")
+    manifest = judge_job(ctx)
+    [container] = manifest["spec"]["template"]["spec"]["containers"]
+    args = container["args"] if "args" in container else container["command"]
+    assert args[:2] == ["gdpval", "judge"] and args[args.index("--judge-model") + 1] == "judge-m" and args[args.index("--concurrency") + 1] == "2"
+    assert args[args.index("--output") + 1] == "s3://b/p" and "--judge-api-key-env" not in args
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "judge", "key": "key"}}
+    assert "sk-" not in json.dumps(manifest)
+    assert manifest["metadata"]["labels"]["app.kubernetes.io/component"] == "judge"
+    assert manifest["spec"]["backoffLimit"] == m.PREPARE_BACKOFF_LIMIT
