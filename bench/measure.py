@@ -7,10 +7,12 @@ No I/O here, so each figure the benchmarks print can be checked by a unit test
 from __future__ import annotations
 
 import bisect
+import datetime
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
 # Requests the kubelet or the Job controller makes on a real cluster: the benchmark plays them, the operator never does.
@@ -143,3 +145,40 @@ def progress_spread(finishes: Mapping[str, Sequence[float]], total: int, step: f
 
 def _count_until(times: Sequence[float], now: float) -> int:
     return bisect.bisect_right(times, now)
+
+
+def _timestamp(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
+
+
+def startup_marks(pod: Mapping[str, Any], first_request: float | None = None) -> dict[str, float]:
+    """When a pod reached each step of its start, in seconds after its creation, from its status
+    (the kubelet's timestamps have a resolution of one second), and `first_request` (a Unix time)
+    last: where a slow start goes."""
+    status = pod.get("status") or {}
+    created = _timestamp(pod.get("metadata", {}).get("creationTimestamp"))
+    conditions = {c.get("type"): c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    containers = {c.get("name"): c.get("state") or {} for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])}
+
+    def started(name: str) -> str | None:
+        state = containers.get(name, {})
+        return (state.get("running") or state.get("terminated") or {}).get("startedAt")
+
+    marks = {
+        "scheduled": conditions.get("PodScheduled"),
+        "stage_started": started("stage"),
+        "stage_finished": (containers.get("stage", {}).get("terminated") or {}).get("finishedAt"),
+        "sandbox_started": started("sandbox"),
+        "initialized": conditions.get("Initialized"),
+        "agent_started": started("agent"),
+    }
+    out = {}
+    for step, value in marks.items():
+        when = _timestamp(value)
+        if when is not None and created is not None:
+            out[step] = when - created
+    if first_request is not None and created is not None:
+        out["first_model_request"] = round(first_request - created, 3)
+    return out

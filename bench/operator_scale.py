@@ -81,8 +81,9 @@ def operator_tree(commit: str | None, workdir: Path) -> dict[str, Any]:
         dirty = git("status", "--porcelain", "--", "operator/gdpval").split("\n")
         return {"commit": git("rev-parse", "--short", "HEAD").strip(), "uncommitted_package_files": sorted(line[3:] for line in dirty if line.strip())}
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "operator/gdpval"], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive, check=True)
-    os.environ["PYTHONPATH"] = str(workdir / "operator")
+    (workdir / "tree").mkdir()
+    subprocess.run(["tar", "-x", "-C", str(workdir / "tree")], input=archive, check=True)
+    os.environ["PYTHONPATH"] = str(workdir / "tree" / "operator")
     return {"commit": git("rev-parse", "--short", commit).strip(), "uncommitted_package_files": []}
 
 
@@ -155,12 +156,12 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         minio.client().create_bucket(Bucket=bucket)
         creds = {"access_key_id": minio.access_key, "secret_access_key": minio.secret_key}
         storage = open_output(OutputSpec(url=f"s3://{bucket}/out", endpoint=minio.endpoint_url), creds)
-        cluster = Cluster(kube, NS, storage, args.samples, args.sample_seconds).start()
-        logs = workdir / "operator"
-        logs.mkdir()
-        operator = OperatorProcess(str(plane.kubeconfig), NS, *IMAGES, logs)
-        operator.start()
+        (workdir / "operator-logs").mkdir()
+        cluster = Cluster(kube, NS, storage, args.samples, args.sample_seconds)
+        operator = OperatorProcess(str(plane.kubeconfig), NS, *IMAGES, workdir / "operator-logs")
         try:
+            cluster.start()
+            operator.start()
             wait_until(lambda: _healthy(operator.metrics_port), 60, "the operator's /healthz", 0.5)
             before, etcd_before = apiserver_requests(plane), etcd_size(plane)
             started = time.monotonic()

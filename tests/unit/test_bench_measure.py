@@ -73,3 +73,25 @@ def test_progress_spread_flags_a_starved_run():
     starved = {"a": [float(t) for t in range(10)], "b": [float(t) for t in range(10)], "c": [9.0]}
     assert measure.progress_spread(starved, total=10)["min_ratio"] < 0.5
     assert measure.progress_spread({}, total=10) == {"min_ratio": None, "max_ratio": None}
+
+
+def test_startup_marks_from_a_pod_status():
+    pod = {
+        "metadata": {"creationTimestamp": "2026-12-01T03:50:00Z"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T03:50:00Z"},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-12-01T03:50:09Z"},
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2026-12-01T03:50:20Z"},
+            ],
+            "initContainerStatuses": [
+                {"name": "stage", "state": {"terminated": {"startedAt": "2026-12-01T03:50:02Z", "finishedAt": "2026-12-01T03:50:06Z"}}},
+                {"name": "sandbox", "state": {"running": {"startedAt": "2026-12-01T03:50:07Z"}}},
+            ],
+            "containerStatuses": [{"name": "agent", "state": {"waiting": {"reason": "PodInitializing"}}}],
+        },
+    }
+    marks = measure.startup_marks(pod)
+    assert marks == {"scheduled": 0, "stage_started": 2, "stage_finished": 6, "sandbox_started": 7, "initialized": 9}
+    assert measure.startup_marks(pod, first_request=1796097012.5)["first_model_request"] == 12.5
+    assert measure.startup_marks({"metadata": {}, "status": None}) == {}
