@@ -3,9 +3,10 @@
 Measures, side by side in one run (machines here are noisy; compare ratios, not absolutes):
   1. one tool-call round trip (client -> tool server -> bash -> back), bubblewrap vs plain process;
   2. the fixed cost of a sample: sandbox start + stop, bubblewrap vs plain, and bubblewrap hardened (user
-     namespace, seccomp, cgroup, loop-mounted disk where allowed) vs unhardened, interleaved start by start;
+     namespace, seccomp, cgroup, loop-mounted disk where allowed) vs unhardened, interleaved start by start,
+     and (hardened) over the full sandbox image unpacked as the root vs the host's /usr and /etc, interleaved;
   3. `gdpval run` over the 12-task sample at concurrency 1 and 4 (wall time, per-sample mean).
-Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20] [--sandbox-only]
+Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20] [--sandbox-only | --runtime-only]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gdpval.sandbox.client import SandboxClient  # noqa: E402
 from gdpval.sandbox.limits import Limits  # noqa: E402
 from gdpval.sandbox.limits import check as check_limits  # noqa: E402
 from gdpval.sandbox.local import LocalSandbox  # noqa: E402
+from gdpval.sandbox.runtime import BUILD_IT, Runtime, current  # noqa: E402
 from support.cli import gdpval, run_args  # noqa: E402
 from support.standins import make_standin_dataset  # noqa: E402
 
@@ -50,10 +52,10 @@ def round_trips(isolation: str, calls: int) -> dict[str, float]:
     return summarize(times)
 
 
-def one_start_stop(isolation: str, harden: bool = True) -> float:
+def one_start_stop(isolation: str, harden: bool = True, system: Runtime | None = None) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        with LocalSandbox(Path(tmp), {}, isolation=isolation, harden=harden) as box:  # type: ignore[arg-type]
+        with LocalSandbox(Path(tmp), {}, isolation=isolation, harden=harden, system=system) as box:  # type: ignore[arg-type]
             SandboxClient(box.address, box.token).wait_ready(30)
         return time.perf_counter() - start
 
@@ -71,6 +73,21 @@ def hardening_cost(starts: int) -> dict[str, object]:
     report: dict[str, object] = {"hardened": summarize(hardened), "unhardened": summarize(plain), "limits": check_limits(Limits.of())}
     report["ratio_p50"] = summarize(hardened)["p50_ms"] / summarize(plain)["p50_ms"]
     report["ratio_mean"] = summarize(hardened)["mean_ms"] / summarize(plain)["mean_ms"]
+    return report
+
+
+def runtime_cost(starts: int) -> dict[str, object]:
+    """Hardened sandboxes over the full runtime and over the host's system folders, alternating."""
+    full = current()
+    if full is None:
+        raise SystemExit(f"no full runtime to measure: {BUILD_IT}")
+    image, host = [], []
+    for _ in range(starts):
+        image.append(one_start_stop("bwrap", system=full))
+        host.append(one_start_stop("bwrap", system=Runtime()))
+    report: dict[str, object] = {"runtime": full.label, "full": summarize(image), "host": summarize(host)}
+    report["ratio_p50"] = summarize(image)["p50_ms"] / summarize(host)["p50_ms"]
+    report["ratio_mean"] = summarize(image)["mean_ms"] / summarize(host)["mean_ms"]
     return report
 
 
@@ -101,8 +118,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--starts", type=int, default=20)
     parser.add_argument("--sandbox-only", action="store_true", help="only the hardened vs unhardened start + stop")
+    parser.add_argument("--runtime-only", action="store_true", help="only the start + stop over the full runtime vs the host")
     args = parser.parse_args()
-    report: dict[str, object] = {"sandbox_start_stop_hardening": hardening_cost(args.starts)}
+    report: dict[str, object] = {"sandbox_start_stop_runtime": runtime_cost(args.starts)}
+    if args.runtime_only:
+        print(json.dumps(report, indent=2))
+        return
+    report["sandbox_start_stop_hardening"] = hardening_cost(args.starts)
     if args.sandbox_only:
         print(json.dumps(report, indent=2))
         return
