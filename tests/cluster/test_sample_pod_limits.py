@@ -1,0 +1,95 @@
+"""A sample pod on the local cluster runs with its run's sandbox settings as limits, read back from
+the API and from the sandbox container's own cgroup, and with its tool-server token from a Secret.
+
+The sample is caught while its agent waits on its second model reply (the scripted model holds it),
+so the pod is certainly running; released, the run must still succeed: the agent and the sandbox
+agreed on the token they each read from the Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from test_network_policy import model_control
+from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
+
+from gdpval import contract
+from gdpval.controller import names as n
+from support.polling import wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+MIB = 1024 * 1024
+SANDBOX = {"memoryMiB": 640, "diskMiB": 300, "cpus": 0.5}
+VOLUMES = {"references": "96Mi", "scratch": "128Mi"}
+
+# Run inside the sandbox container: its cgroup limits (v1 or v2), its /tmp mount and its token file.
+READ_BACK = f"""
+import json, os
+def read(*paths):
+    for path in paths:
+        if os.path.exists(path):
+            return open(path).read().split()
+    return None
+mounts = [line.split() for line in open("/proc/self/mounts")]
+tmp = next((m for m in mounts if m[1] == "/tmp"), None)
+print(json.dumps({{
+    "memory": read("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+    "cpu_v2": read("/sys/fs/cgroup/cpu.max"),
+    "cpu_v1": (read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")),
+    "tmp": tmp and [tmp[2], tmp[3]],
+    "token": open("{contract.TOKEN_FILE}").read(),
+    "token_in_env": "{contract.TOKEN_ENV}" in os.environ,
+}}))
+"""
+
+
+def cpu_quota(seen: dict) -> float:
+    """Cores allowed by the container's CFS quota, from cgroup v2's cpu.max or v1's quota and period."""
+    quota, period = seen["cpu_v2"] or [seen["cpu_v1"][0][0], seen["cpu_v1"][1][0]]
+    return int(quota) / int(period)
+
+
+def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env):  # noqa: F811
+    model_control(env.model_url, "hold", {"after": 1})
+    try:
+        name = env.submit("limits", selection={"limit": 1}, sandbox=SANDBOX, pod={"volumes": VOLUMES})
+        wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
+        (pod,) = env.pods_in(name, "Running")
+        done = env.kube.run("exec", pod["metadata"]["name"], "-c", "sandbox", "--", "python3", "-c", READ_BACK, timeout=60)
+        seen = json.loads(done.stdout)
+    finally:
+        model_control(env.model_url, "release", {})
+
+    containers = {c["name"]: c for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]}
+    assert containers["sandbox"]["resources"]["limits"] == {"memory": "640Mi", "cpu": "500m", "ephemeral-storage": "300Mi"}
+    assert all({"cpu", "memory", "ephemeral-storage"} <= set(c["resources"]["requests"]) for c in containers.values())
+    sizes = {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["spec"]["volumes"] if "emptyDir" in v}
+    assert sizes == {"workspace": "300Mi", "sandbox-tmp": "640Mi", **VOLUMES}, "the API server kept every size as sent"
+
+    assert int(seen["memory"][0]) == 640 * MIB, seen
+    assert cpu_quota(seen) == 0.5, seen
+    assert seen["tmp"][0] == "tmpfs" and f"size={640 * MIB // 1024}k" in seen["tmp"][1], seen["tmp"]
+
+    secret = env.kube.get("secret", n.token_secret_name(name))
+    token = base64.b64decode(secret["data"][contract.TOKEN_KEY]).decode()
+    run_uid = env.kube.get("gdpvalrun", name)["metadata"]["uid"]
+    assert [o["uid"] for o in secret["metadata"]["ownerReferences"]] == [run_uid], "the Secret goes with its run"
+    assert seen["token"] == token and len(token) >= 32 and not seen["token_in_env"]
+    assert token not in json.dumps(pod), "the token never appears in the pod's spec"
+    env.wait_condition(name, "Succeeded")
+    assert env.kube.run_status(name)["samples"]["succeeded"] == 1, "the agent reached its tool server with the token from the Secret"
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        ({"volumes": {"scratch": "two gigs"}}, "must be a quantity"),
+        ({"resources": {"sandbox": {"limits": {"memory": "4 GB"}}}}, "values must be quantities"),
+    ],
+)
+def test_the_api_server_refuses_sizes_that_are_not_quantities(env, pod, message):  # noqa: F811
+    done = env.kube.run("apply", "--dry-run=server", "-f", "-", input=json.dumps(env.manifest("bad-size", pod=pod)), check=False)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
