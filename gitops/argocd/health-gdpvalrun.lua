@@ -3,7 +3,8 @@
 -- and `obj` bound to the live object.
 --
 --   Healthy      the run succeeded (condition Succeeded=True, state Succeeded)
---   Degraded     the run failed (condition Failed=True, state Failed)
+--   Degraded     the run failed (condition Failed=True, state Failed), or it is blocked on
+--                something only a person can fix (state Blocked: a missing Secret, unreachable storage)
 --   Suspended    spec.suspend is set and the operator reports the run suspended
 --   Progressing  anything else, including a status the operator has not yet written for the
 --                current generation (status.observedGeneration < metadata.generation)
@@ -68,6 +69,12 @@ end
 if is_true(failed) or (failed == nil and status.state == "Failed") then
   hs.status = "Degraded"
   hs.message = text(failed, text(ready, "The run failed"))
+  return hs
+end
+
+if status.state == "Blocked" then
+  hs.status = "Degraded"
+  hs.message = text(ready, "The run is blocked")
   return hs
 end
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from gdpval.controller import names as n
@@ -79,6 +79,7 @@ class FakeKube(Kube):
         self.events: list[dict] = []
         self.statuses: dict[Key, dict] = {}
         self.status_writes = 0
+        self.deleted_runs: list[Key] = []
         self.pods_created: list[tuple[str, int]] = []  # (sample, attempt) of every sample pod created
         self.jobs_created: list[str] = []  # the component of every Job created
         self.refuse_pods: str | None = None  # while set, pod creates are refused with this message (quota, admission)
@@ -164,11 +165,13 @@ class FakeKube(Kube):
         return cm["metadata"]["resourceVersion"]
 
     @_call
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
+        """A merge patch, as the API server applies it: keys not named stay, removed ones go."""
         cm = self.configmaps.get((namespace, name))
         if cm is None or cm["metadata"]["resourceVersion"] != resource_version:
             raise Conflict(f"ledger {name} changed: Conflict")
-        cm["data"] = dict(data)
+        kept = {k: v for k, v in (cm.get("data") or {}).items() if k not in removed}
+        cm["data"] = kept | dict(data)
         cm["metadata"]["resourceVersion"] = self._next_version()
         return cm["metadata"]["resourceVersion"]
 
@@ -210,6 +213,10 @@ class FakeKube(Kube):
     @_call
     def post_event(self, manifest: Mapping[str, Any]) -> None:
         self.events.append(copy.deepcopy(dict(manifest)))
+
+    @_call
+    def delete_run(self, namespace: str, name: str) -> None:
+        self.deleted_runs.append((namespace, name))
 
     @_call
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:

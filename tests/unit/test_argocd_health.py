@@ -69,6 +69,7 @@ def test_argocd_cm_patch_embeds_the_same_script() -> None:
 
 # The operator's own status model: statuses it really writes, through the Lua check.
 status_mod = pytest.importorskip("gdpval.controller.status", reason="operator status model not importable")
+GdpvalRunStatus = pytest.importorskip("gdpval.controller.api").GdpvalRunStatus
 
 
 def _operator_status(state: str, *, suspend: bool = False, generation: int = 1) -> dict:
@@ -108,6 +109,16 @@ def test_statuses_the_operator_writes(state: str, suspend: bool, expected: str) 
     # A newer spec than the status describes is never reported as settled.
     obj["metadata"]["generation"] = 4
     assert health(obj)["status"] == "Progressing"
+
+
+def test_a_blocked_run_is_degraded() -> None:
+    """Blocked waits for a person (a missing Secret, unreachable storage): Argo CD shows it as Degraded, with the fix."""
+    obj = _operator_status("Running")
+    blocked = status_mod.blocked_status(
+        GdpvalRunStatus.model_validate(obj["status"]), 1, "SecretNotFound", "Secret 'openai' not found: create it", 1_800_000_100.0
+    )
+    obj["status"] = status_mod.status_patch(blocked)
+    assert health(obj) == {"status": "Degraded", "message": "Secret 'openai' not found: create it"}
 
 
 def test_operator_status_is_readable_by_kstatus() -> None:

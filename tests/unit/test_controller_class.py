@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from gdpval import contract
+from gdpval.controller import ledger
 from gdpval.controller import names as n
 from gdpval.controller.kube import Conflict
-from gdpval.controller.ledger import decode
+from gdpval.controller.ledger import decode, merge, segments_of
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, SECRET_RECHECK_SECONDS
+from gdpval.controller.s3io import read_segments
 from gdpval.controller.worker import Controller, Defaults, RunWorker
 from gdpval.storage import StorageError, layout
 from gdpval.storage.local import LocalStorage
@@ -98,7 +100,9 @@ class Operator:
         return [e["reason"] for e in self.kube.events]
 
     def ledger(self):
-        return decode(self.kube.configmaps[(NS, n.ledger_name(NAME))]["data"])
+        """The whole ledger: the archive segments the ConfigMap counts, then the ConfigMap."""
+        data = self.kube.configmaps[(NS, n.ledger_name(NAME))]["data"]
+        return merge(read_segments(self.storage, RUN, segments_of(data)), decode(data))[0]
 
     def job(self, component: str) -> dict | None:
         return self.kube.jobs.get((NS, n.job_name(NAME, component)))
@@ -271,8 +275,11 @@ def _calls_of_a_clean_run(tmp_path: Path) -> int:
     return len(op.kube.calls)
 
 
+@pytest.mark.parametrize("batch", [ledger.ARCHIVE_BATCH, 1], ids=["kept", "archived"])
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
-def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, after):
+def test_a_crash_at_any_call_never_gives_an_attempt_a_second_pod(tmp_path, monkeypatch, after, batch):
+    """Also with every ended entry moved to S3 at once (a batch of 1): segments and ConfigMap agree after any crash."""
+    monkeypatch.setattr(ledger, "ARCHIVE_BATCH", batch)
     total = _calls_of_a_clean_run(tmp_path / "clean")
     assert total > 20
     for call in range(1, total + 1):
@@ -437,3 +444,29 @@ def test_a_run_with_the_network_on_gets_the_metadata_block(tmp_path):
     [policy] = op.kube.network_policies.values()
     assert policy["metadata"]["name"] == n.network_policy_name(NAME, network=True)
     assert "169.254.0.0/16" in str(policy["spec"]["egress"])
+
+
+def test_ended_entries_leave_the_configmap_for_s3_and_come_back_after_a_restart(tmp_path, monkeypatch):
+    monkeypatch.setattr(ledger, "ARCHIVE_BATCH", 2)
+    op = Operator(tmp_path)
+    for _ in range(3):
+        op.reconcile()
+        op.play()
+    op.reconcile()
+    data = op.kube.configmaps[(NS, n.ledger_name(NAME))]["data"]
+    assert set(data) == {ledger.SEGMENTS_KEY, "t3-r0"} and segments_of(data) == 1, "two ended entries went to S3 together, the third waits for a batch"
+    assert {e.outcome for e in op.ledger().values()} == {ledger.Outcome.succeeded} and len(op.ledger()) == 3
+    op.restart()
+    op.reconcile()
+    status = op.kube.statuses[(NS, NAME)]
+    assert op.state == "Assembling" and status["samples"]["succeeded"] == 3 and sorted(op.kube.pods_created) == [(e.sample.sample_id, 1) for e in ENTRIES]
+
+
+def test_a_finished_run_is_deleted_once_its_ttl_is_over(tmp_path):
+    op = Operator(tmp_path, spec={**SPEC, "ttlSecondsAfterFinished": 600})
+    op.drive()
+    delay = op.run_pass()
+    assert op.kube.deleted_runs == [] and delay == 60.0, "passes go on at the resync pace until the TTL"
+    op.clock.now += 600
+    op.run_pass()
+    assert op.kube.deleted_runs == [(NS, NAME)] and op.state == "Succeeded"

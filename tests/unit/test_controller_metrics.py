@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gdpval.controller.metrics import Metrics
+from gdpval.controller.metrics import MAX_REASONS, Metrics
 from gdpval.controller.reconcile import Tally
 
 
@@ -19,3 +19,14 @@ def test_render_runs_and_latency():
     assert "gdpval_reconcile_errors_total 1" in text
     m.forget_run("ns", 'r"1')
     assert "gdpval_samples{" not in m.render()
+
+
+def test_failure_reasons_are_exported_bounded_and_kept_after_the_run_finished():
+    m = Metrics()
+    reasons = {f"agent-Error-exit{i}": 100 - i for i in range(25)} | {"": 1}
+    m.observe_run("ns", "r", "Running", Tally(total=3000, failed=sum(reasons.values()), failure_reasons=reasons))
+    lines = [line for line in m.render().splitlines() if line.startswith("gdpval_samples_failed_by_reason{")]
+    assert len(lines) == MAX_REASONS and 'gdpval_samples_failed_by_reason{namespace="ns",run="r",reason="agent-Error-exit0"} 100' in lines
+    assert lines[-1] == f'gdpval_samples_failed_by_reason{{namespace="ns",run="r",reason="other"}} {sum(sorted(reasons.values())[:7])}'
+    m.observe_run("ns", "r", "Failed", Tally(total=3000, failed=sum(reasons.values())))
+    assert 'reason="agent-Error-exit0"} 100' in m.render(), "a finished run (read from its status) keeps its reasons"

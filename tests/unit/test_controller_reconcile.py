@@ -6,9 +6,9 @@ import random
 from dataclasses import replace
 
 from gdpval.controller import names as n
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Outcome
-from gdpval.controller.observe import JobView, PodView
+from gdpval.controller.observe import JobView, PodView, iso
 from gdpval.controller.policy import MAX_RECREATIONS
 from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, decide, needed_probes
 
@@ -282,6 +282,29 @@ def test_run_deadline():
     status = GdpvalRunStatus(start_time="1970-01-12T13:30:00Z", state="Running")
     plan = decide(obs(status=status, spec=spec(deadlineSeconds=60), pods=(pod("t0-r0"),), ledger={"t0-r0": Entry(1, Outcome.running)}))
     assert plan.state == "Failed" and plan.reason == "DeadlineExceeded" and plan.delete_pods
+
+
+def test_the_deadline_is_paused_while_suspended():
+    """The run started 100 s before NOW with a 60 s deadline, but spent 80 s suspended: 20 s remain."""
+    started = GdpvalRunStatus(start_time=iso(NOW - 100), state="Running", suspended_seconds=80)
+    running = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(status=started, spec=spec(deadlineSeconds=60), pods=(pod("t0-r0"),), ledger=running))
+    assert plan.state == "Running" and min(plan.wake_at) == NOW + 40
+    suspended = started.model_copy(update={"conditions": [Condition(type="Suspended", status="True", reason="SuspendedByUser", last_transition_time=iso(NOW))]})
+    plan = decide(obs(now=NOW + 3600, status=suspended, spec=spec(deadlineSeconds=60, suspend=True), ledger={}))
+    assert plan.state == "Suspended", "a suspended run's deadline does not run out"
+    resumed = suspended.model_copy(update={"conditions": [], "suspended_seconds": 80 + 3600})
+    assert decide(obs(now=NOW + 3600, status=resumed, spec=spec(deadlineSeconds=60))).state == "Running"
+    assert decide(obs(now=NOW + 3600 + 40, status=resumed, spec=spec(deadlineSeconds=60))).reason == "DeadlineExceeded"
+
+
+def test_a_finished_run_is_deleted_after_its_ttl():
+    done = GdpvalRunStatus(state="Succeeded", completion_time=iso(NOW - 30))
+    plan = decide(obs(status=done, spec=spec(ttlSecondsAfterFinished=100)))
+    assert not plan.delete_run and plan.wake_at == [NOW + 70]
+    assert decide(obs(status=done, spec=spec(ttlSecondsAfterFinished=30))).delete_run
+    assert not decide(obs(status=done)).delete_run, "without a TTL a finished run stays"
+    assert not decide(obs(status=GdpvalRunStatus(state="Running"), spec=spec(ttlSecondsAfterFinished=0))).delete_run
 
 
 def test_finished_run_only_tidies_up():

@@ -49,8 +49,8 @@ def test_samples_probes_and_rebuild(storage):
     assert not s3io.is_prepared(storage, "r")
     _prepare(storage)
     assert s3io.is_prepared(storage, "r")
-    samples, revision = s3io.load_samples(storage, "r")
-    assert samples == ("b-r0", "a-r0") and revision == "rev9"
+    samples, sectors, revision = s3io.load_samples(storage, "r")
+    assert samples == ("b-r0", "a-r0") and revision == "rev9" and set(sectors) == set(samples) and all(sectors.values())
     assert s3io.probe(storage, "r", "b-r0", 1, False).has_files is False
     storage.put_text(f"{layout.deliverables('r', 'b-r0', 1)}/x.txt", "partial")
     assert s3io.probe(storage, "r", "b-r0", 1, False).has_files is True

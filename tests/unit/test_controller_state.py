@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gdpval.controller import ledger as lg
-from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.api import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.observe import parse_job, parse_pod
 from gdpval.controller.reconcile import Blocker, Observed, Submission, decide
 from gdpval.controller.status import build_status, changed_pinned, pinned_hash, status_patch, transition_notes
@@ -194,3 +194,44 @@ def test_pinned_changes_are_refused_by_name():
 
 def test_parallelism_is_not_pinned():
     assert pinned_hash(spec(parallelism=9, suspend=True, failureBudget=3)) == pinned_hash(spec())
+
+
+def test_finished_is_true_on_success_and_on_failure():
+    """`kubectl wait --for=condition=Finished` returns either way; it is False while the run goes on."""
+    from gdpval.controller.observe import JobView
+
+    running = observed()
+    assert cond(build_status(running, decide(running)), "Finished").status == "False"
+    ledger = {s: lg.Entry(1, lg.Outcome.succeeded) for s in ("a-r0", "b-r0")}
+    jobs = {"assemble": JobView("j", "assemble", 0, True, False, "", NOW)}
+    done = observed(ledger=ledger, jobs=jobs, submission=Submission("s3://b/p/sub", 1.0, 1.0))
+    finished = cond(build_status(done, decide(done)), "Finished")
+    assert (finished.status, finished.reason) == ("True", "SubmissionReady")
+    failed_ledger = {s: lg.Entry(3, lg.Outcome.failed, reason="max_steps") for s in ("a-r0", "b-r0")}
+    failing = observed(ledger=failed_ledger, spec=spec(failureBudget=0))
+    finished = cond(build_status(failing, decide(failing)), "Finished")
+    assert (finished.status, finished.reason) == ("True", "FailureBudgetExceeded") and "failure budget" in finished.message
+
+
+def test_sector_counts_are_bounded():
+    samples = tuple(f"s{i}-r0" for i in range(40))
+    sectors = {s: f"Sector {i % 35}" for i, s in enumerate(samples)}
+    ledger = {"s0-r0": lg.Entry(1, lg.Outcome.succeeded), "s1-r0": lg.Entry(3, lg.Outcome.failed, reason="x")}
+    o = observed(samples=samples, sectors=sectors, ledger=ledger, spec=spec(failureBudget=5))
+    st = build_status(o, decide(o))
+    assert len(st.sectors) == MAX_SECTORS + 1 and sum(c.total for c in st.sectors.values()) == 40
+    assert st.sectors["Sector 0"].model_dump() == {"total": 2, "succeeded": 1, "failed": 0}
+    assert st.sectors["Sector 1"].failed == 1 and st.sectors[OTHER_SECTOR].total == 40 - 32 - (40 - 35)
+    assert status_patch(st)["sectors"]["Sector 0"] == {"total": 2, "succeeded": 1, "failed": 0}
+
+
+def test_suspended_time_is_added_when_the_suspension_ends():
+    o = observed(spec=spec(suspend=True))
+    suspended = build_status(o, decide(o))
+    assert cond(suspended, "Suspended").status == "True" and "deadlineSeconds is paused" in cond(suspended, "Suspended").message
+    o = observed(status=suspended, now=NOW + 100.0, spec=spec(suspend=True))
+    still = build_status(o, decide(o))
+    assert still.suspended_seconds == 0, "a suspension going on is counted from its condition, not added twice"
+    o = observed(status=still, now=NOW + 250.0)
+    resumed = build_status(o, decide(o))
+    assert resumed.suspended_seconds == 250 and cond(resumed, "Suspended").status == "False"

@@ -94,10 +94,11 @@ Rules the operator needs in every namespace it watches: exactly the calls it mak
 operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 */}}
 {{- define "gdpval.operatorRules" -}}
-# kopf lists and watches runs; the operator writes only their status (it adds no finalizer).
+# kopf lists and watches runs; the operator writes only their status (it adds no finalizer) and
+# deletes a finished run whose spec.ttlSecondsAfterFinished is over.
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "delete"]
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns/status"]
   verbs: ["get", "patch"]

@@ -266,7 +266,14 @@ class GdpvalRunSpec(RunSettings):
         description="Failed samples (count or percentage of all samples) the run tolerates before it fails.",
     )
     deadline_seconds: int | None = Field(default=None, ge=60, description="Wall-clock limit of the whole run.")
-    suspend: bool = Field(default=False, description="Stop starting pods; running ones finish. Unset to resume.")
+    suspend: bool = Field(
+        default=False,
+        description="Stop the run's active sample pods and start none, with spec.deadlineSeconds paused; unset to resume "
+        "(stopped samples start again under the same attempt). A Kueue-style queue sets and unsets it to admit or preempt a whole run.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, description="Delete the GdpvalRun (and with it its pods, Jobs and ledger) this long after it finished; S3 artifacts stay."
+    )
     pod: PodOverrides = Field(default_factory=PodOverrides, json_schema_extra={"default": defaults_of(PodOverrides)})
     cleanup_policy: CleanupPolicy = Field(
         default="Delete", description="Which finished pods and Jobs are deleted: Delete (all), KeepFailed, Keep. S3 artifacts are always kept."
@@ -286,7 +293,8 @@ CLUSTER_ONLY = {
     "samples": "pod retries and scheduling; locally a re-run resumes (--retry-failed)",
     "failureBudget": "the operator's stop rule; a local run always finishes its samples",
     "deadlineSeconds": "the run's wall clock in the cluster; locally Ctrl-C and resume",
-    "suspend": "pauses pod creation; locally Ctrl-C and resume",
+    "suspend": "stops the run's pods and pauses its deadline; locally Ctrl-C and resume",
+    "ttlSecondsAfterFinished": "deletes the finished GdpvalRun; a local run folder is the user's to remove",
     "pod": "scheduling and metadata of pods",
     "cleanupPolicy": "which finished pods and Jobs are kept",
     "judge": "locally `gdpval judge` after the run",
@@ -321,6 +329,19 @@ class JudgeEstimate(SettingsModel):
     label: str = Field(default="", description="What the figures are: a local estimate, not the official grade.")
 
 
+# Sectors counted one by one in status (GDPval has 9); any beyond share the OTHER_SECTOR entry.
+MAX_SECTORS = 32
+OTHER_SECTOR = "(other)"
+
+
+class SectorCounts(SettingsModel):
+    """A sector's samples: all, and those that ended."""
+
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
 class GdpvalRunStatus(SettingsModel):
     """Bounded: counts, conditions and URIs, never one entry per sample."""
 
@@ -343,6 +364,12 @@ class GdpvalRunStatus(SettingsModel):
     )
     completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
+    suspended_seconds: int = Field(default=0, description="Time the run spent suspended before its current state; not counted against spec.deadlineSeconds.")
+    sectors: dict[str, SectorCounts] = Field(
+        default_factory=dict,
+        json_schema_extra={"maxProperties": MAX_SECTORS + 1},
+        description=f"Progress per sector; at most {MAX_SECTORS} by name, the rest counted under {OTHER_SECTOR!r}.",
+    )
     judge: JudgeEstimate | None = Field(default=None, description="The judge's run-level local estimate (spec.judge), not the official GDPval grade.")
     conditions: list[Condition] = Field(
         default_factory=list,

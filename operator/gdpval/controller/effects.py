@@ -13,12 +13,12 @@ import logging
 import os
 import secrets
 
-from gdpval.controller import api, manifests
+from gdpval.controller import api, manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
 from gdpval.controller.judging import judge_job
 from gdpval.controller.kube import Kube
-from gdpval.controller.ledger import encode
+from gdpval.controller.ledger import encode_cluster, split
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import Refusals, RunMemory
 from gdpval.controller.observe import iso
@@ -38,17 +38,27 @@ class Effects:
     async def write_ledger(self, memory: RunMemory, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
         """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass).
 
-        The written ledger and its new resourceVersion are remembered for the next pass; after a
-        failed write (Conflict, timeout) nothing is, so the next pass reads the ConfigMap.
+        A batch of ended entries goes to a new archive segment in S3 first, then the ConfigMap drops
+        them and counts that segment. The written ledger and its new resourceVersion are remembered
+        for the next pass; after a failed write (Conflict, timeout) nothing is, so the next pass reads
+        the ConfigMap.
         """
         if version is None or plan.ledger == obs.ledger:
             return
+        parts = split(plan.ledger, memory.archived)
+        count = memory.segments + (1 if parts.archive else 0)
+        data = encode_cluster(parts.cluster, count)
         try:
-            written = await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), encode(plan.ledger), version)
+            if parts.archive:
+                assert memory.storage is not None  # opened by the gather that read this ledger
+                await asyncio.to_thread(s3io.write_segment, memory.storage, ctx.storage_name, count, parts.archive)
+            removed = memory.cluster_keys - data.keys()
+            written = await asyncio.to_thread(self.kube.write_ledger, ctx.namespace, n.ledger_name(ctx.name), data, version, removed)
         except BaseException:
             memory.forget_ledger()
             raise
         memory.ledger, memory.ledger_version = dict(plan.ledger), written
+        memory.archived, memory.segments, memory.cluster_keys = memory.archived | parts.archive, count, frozenset(data)
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
         """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation."""
@@ -70,6 +80,8 @@ class Effects:
                 plan.notes.append(Note("CreateFailed", f"pod for {sample} attempt {attempt} refused: {message}", warning=True))
         for component in plan.create_jobs:
             refused |= _remember(memory.job_errors, component, self.kube.create_job(_JOB_BUILDERS[component](ctx)), now)
+        if plan.delete_run:
+            self.kube.delete_run(ctx.namespace, ctx.name)
         return refused
 
     def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> None:

@@ -139,10 +139,10 @@ async def _load_samples(memory: RunMemory, ctx: RunContext, storage: Storage, ob
         if not ((prepare and prepare.succeeded) or obs.status.dataset_revision):
             return obs
         try:
-            memory.samples, memory.revision = await asyncio.to_thread(s3io.load_samples, storage, ctx.storage_name)
+            memory.samples, memory.sectors, memory.revision = await asyncio.to_thread(s3io.load_samples, storage, ctx.storage_name)
         except (NotFound, ValidationError, ValueError) as exc:
             return replace(obs, manifest_error=f"the prepare Job finished but the manifest is unreadable: {exc}")
-    return replace(obs, samples=memory.samples, dataset_revision=memory.revision)
+    return replace(obs, samples=memory.samples, sectors=memory.sectors, dataset_revision=memory.revision)
 
 
 async def _load_submission(ctx: RunContext, storage: Storage, obs: Observed) -> Observed:

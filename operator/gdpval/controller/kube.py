@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,9 @@ class Kube:
             raise
         return cm.metadata.resource_version
 
-    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str) -> str:
-        """Replace the data only if nobody changed it since we read it (optimistic concurrency)."""
-        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": dict(data)}
+    def write_ledger(self, namespace: str, name: str, data: Mapping[str, str], resource_version: str, removed: Collection[str] = ()) -> str:
+        """Set `data` and drop the `removed` keys, only if nobody changed the ledger since we read it (optimistic concurrency)."""
+        body = {"metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version}, "data": {**dict.fromkeys(removed), **data}}
         try:
             cm = self.core.patch_namespaced_config_map(name, namespace, body, _content_type="application/merge-patch+json", _request_timeout=self.timeout)
         except ApiException as exc:
@@ -178,6 +178,10 @@ class Kube:
         except ApiException as exc:
             if exc.status not in (409, 403):
                 raise
+
+    def delete_run(self, namespace: str, name: str) -> None:
+        """ttlSecondsAfterFinished: the run goes, its children with it (ownerReferences)."""
+        _delete(lambda n, ns, **kw: self.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, ns, api.PLURAL, n, **kw), namespace, name, self.timeout)
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:

@@ -21,6 +21,7 @@ Refusals = dict[str, tuple[float, str]]  # sample or component -> (when, the API
 @dataclass
 class RunMemory:
     samples: tuple[str, ...] | None = None  # the manifest's sample ids, fixed once prepared
+    sectors: dict[str, str] = field(default_factory=dict)  # sample -> sector, with them
     revision: str | None = None
     create_failures: Refusals = field(default_factory=dict)
     job_errors: Refusals = field(default_factory=dict)
@@ -29,11 +30,15 @@ class RunMemory:
     token_secret: bool = False
     storage: Storage | None = None
     storage_key: tuple | None = None  # the output spec and credentials `storage` was opened with
-    ledger: Ledger | None = None  # None: read the ConfigMap on the next pass
+    ledger: Ledger | None = None  # the whole ledger; None: read the ConfigMap (and its segments) on the next pass
     ledger_version: str | None = None
+    archived: Ledger = field(default_factory=dict)  # the entries as the archive segments hold them
+    segments: int = 0  # archive segments the ConfigMap counts
+    cluster_keys: frozenset[str] = frozenset()  # keys of the ConfigMap's data, to remove those that move to S3
     secrets: SecretCheck | None = None  # the last check that found every Secret and key, while fresh
     secrets_refs: str = ""  # the spec's Secret references that check was made for
     secrets_checked: float | None = None
 
     def forget_ledger(self) -> None:
         self.ledger = self.ledger_version = None
+        self.archived, self.segments, self.cluster_keys = {}, 0, frozenset()

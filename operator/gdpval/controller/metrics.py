@@ -13,6 +13,8 @@ from gdpval.controller.reconcile import Tally
 
 BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STATES = ("pending", "running", "succeeded", "failed")
+# Failure reasons exported per run (the most frequent); the others are summed under "other".
+MAX_REASONS = 20
 
 
 def _escape(value: str) -> str:
@@ -21,6 +23,15 @@ def _escape(value: str) -> str:
 
 def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def top_reasons(reasons: dict[str, int]) -> list[tuple[str, int]]:
+    """At most `MAX_REASONS` series per run, so a run with many distinct failures cannot flood Prometheus."""
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) <= MAX_REASONS:
+        return [(r or "unknown", c) for r, c in ranked]
+    kept = ranked[: MAX_REASONS - 1]
+    return [(r or "unknown", c) for r, c in kept] + [("other", sum(c for _, c in ranked[MAX_REASONS - 1 :]))]
 
 
 @dataclass
@@ -38,6 +49,10 @@ class Metrics:
     errors: int = 0
 
     def observe_run(self, namespace: str, name: str, state: str, tally: Tally) -> None:
+        """A finished run is observed from its status, which has no failure reasons: the last known stay."""
+        old = self.runs.get((namespace, name))
+        if old is not None and not tally.failure_reasons and old.tally.failure_reasons:
+            tally = tally.model_copy(update={"failure_reasons": old.tally.failure_reasons})
         self.runs[(namespace, name)] = RunGauges(state, tally)
 
     def forget_run(self, namespace: str, name: str) -> None:
@@ -67,6 +82,12 @@ class Metrics:
             lines.append(f"gdpval_tokens{_labels(namespace=ns, run=name, direction='output')} {run.tally.output_tokens}")
         lines += ["# HELP gdpval_model_api_errors Retried model API errors (429, 5xx, timeouts) in committed attempts.", "# TYPE gdpval_model_api_errors gauge"]
         lines += [f"gdpval_model_api_errors{_labels(namespace=ns, run=name)} {r.tally.api_errors}" for (ns, name), r in sorted(self.runs.items())]
+        lines += [
+            "# HELP gdpval_samples_failed_by_reason Failed samples of a run by the reason of their last attempt.",
+            "# TYPE gdpval_samples_failed_by_reason gauge",
+        ]
+        for (ns, name), run in sorted(self.runs.items()):
+            lines += [f"gdpval_samples_failed_by_reason{_labels(namespace=ns, run=name, reason=r)} {c}" for r, c in top_reasons(run.tally.failure_reasons)]
         lines += ["# HELP gdpval_run_info The state of each run.", "# TYPE gdpval_run_info gauge"]
         lines += [f"gdpval_run_info{_labels(namespace=ns, run=name, state=r.state)} 1" for (ns, name), r in sorted(self.runs.items())]
         lines += ["# HELP gdpval_reconcile_duration_seconds Time of one reconcile pass.", "# TYPE gdpval_reconcile_duration_seconds histogram"]

@@ -6,9 +6,9 @@ numbers and rules it applies, so each rule is read and tested on its own.
 
 from __future__ import annotations
 
-from gdpval.controller.api import GdpvalRunSpec
+from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView
+from gdpval.controller.observe import JobView, parse_time
 
 # A refused pod create (quota, admission) is tried again after this; the API's message shows meanwhile.
 CREATE_RETRY_SECONDS = 30.0
@@ -112,6 +112,31 @@ def keep_pod(spec: GdpvalRunSpec, outcome: Outcome) -> bool:
 def keep_job(spec: GdpvalRunSpec, job: JobView) -> bool:
     """A Job stays while it runs (a failed run deletes those itself), or when the policy keeps it."""
     return bool(job.active) or _keep(spec, job.failed)
+
+
+def suspended_since(status: GdpvalRunStatus) -> float | None:
+    """When the current suspension began (the Suspended condition's transition), or None."""
+    return next((parse_time(c.last_transition_time) for c in status.conditions if c.type == "Suspended" and c.status == "True"), None)
+
+
+def paused_seconds(status: GdpvalRunStatus, now: float) -> float:
+    """Time spent suspended: ended suspensions plus the current one."""
+    since = suspended_since(status)
+    return status.suspended_seconds + (now - since if since else 0.0)
+
+
+def deadline_at(spec: GdpvalRunSpec, status: GdpvalRunStatus, now: float) -> float | None:
+    """When spec.deadlineSeconds runs out: suspended time does not count (a suspended run's deadline moves with the clock)."""
+    if not spec.deadline_seconds:
+        return None
+    return (parse_time(status.start_time) or now) + spec.deadline_seconds + paused_seconds(status, now)
+
+
+def ttl_expires_at(spec: GdpvalRunSpec, status: GdpvalRunStatus) -> float | None:
+    """When a finished run is deleted (ttlSecondsAfterFinished after its completion), or None when it stays."""
+    if spec.ttl_seconds_after_finished is None or not status.completion_time:
+        return None
+    return parse_time(status.completion_time) + spec.ttl_seconds_after_finished
 
 
 def stalled(runs: int, last_pass: float, now: float) -> bool:

@@ -26,11 +26,22 @@ from pydantic import Field
 
 from gdpval import contract
 from gdpval.controller import names as n
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate
+from gdpval.controller.api import MAX_SECTORS, OTHER_SECTOR, GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate, SectorCounts
 from gdpval.controller.judging import judge_step
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
-from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView, parse_time
-from gdpval.controller.policy import MAX_RECREATIONS, budget_allowed, create_retry_at, gave_up, keep_job, keep_pod, may_recreate, retry_at
+from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView
+from gdpval.controller.policy import (
+    MAX_RECREATIONS,
+    budget_allowed,
+    create_retry_at,
+    deadline_at,
+    gave_up,
+    keep_job,
+    keep_pod,
+    may_recreate,
+    retry_at,
+    ttl_expires_at,
+)
 from gdpval.sample import Tally as RunTally
 
 TERMINAL_STATES = ("Succeeded", "Failed")
@@ -81,6 +92,7 @@ class Observed:
     pods: tuple[PodView, ...] = ()
     jobs: Mapping[str, JobView] = field(default_factory=dict)
     samples: tuple[str, ...] | None = None
+    sectors: Mapping[str, str] = field(default_factory=dict)  # sample -> sector, from the manifest
     dataset_revision: str | None = None
     manifest_error: str = ""
     storage_uri: str = ""  # the run's folder in its output, once the storage was opened
@@ -96,6 +108,13 @@ class Tally(RunTally):
     """A pass's counts, plus why the samples that gave up failed (for the failure-budget message)."""
 
     failure_reasons: dict[str, int] = Field(default_factory=dict)
+    sectors: dict[str, SectorCounts] = Field(default_factory=dict)
+
+    def count_sector(self, sector: str) -> SectorCounts:
+        """The sector's counts, created on first use; past `MAX_SECTORS` names they share one entry."""
+        if sector not in self.sectors and len(self.sectors) >= MAX_SECTORS:
+            sector = OTHER_SECTOR
+        return self.sectors.setdefault(sector, SectorCounts())
 
 
 @dataclass
@@ -109,6 +128,7 @@ class Plan:
     create_jobs: list[str] = field(default_factory=list)
     delete_jobs: list[str] = field(default_factory=list)
     network_policy: bool = False
+    delete_run: bool = False  # the finished run's ttlSecondsAfterFinished is over
     notes: list[Note] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
     tally: Tally = field(default_factory=Tally)
@@ -284,13 +304,20 @@ def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
     return True
 
 
-def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger) -> Tally:
+def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger, sectors: Mapping[str, str] | None = None) -> Tally:
     t = Tally(total=len(samples))
     for sample in samples:
         entry = ledger.get(sample)
+        sector = t.count_sector(sectors.get(sample, "")) if sectors else None
+        if sector is not None:
+            sector.total += 1
         if entry is None:
             t.pending += 1
             continue
+        if sector is not None and entry.outcome == Outcome.succeeded:
+            sector.succeeded += 1
+        elif sector is not None and gave_up(spec, entry):
+            sector.failed += 1
         t.retried += max(0, entry.pods - 1)
         t.input_tokens += entry.input_tokens
         t.output_tokens += entry.output_tokens
@@ -440,17 +467,17 @@ def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_star
     suspended = obs.spec.suspend
     _record_pods(obs, plan)
     _record_lost(obs, plan, suspended or not can_start)
-    t = tally(obs.spec, samples, plan.ledger)
+    t = tally(obs.spec, samples, plan.ledger, obs.sectors)
     allowed = budget_allowed(obs.spec.failure_budget, t.total)
     if t.failed > allowed:
         message = f"{_failure_summary(t)} exceed the failure budget of {allowed} ({obs.spec.failure_budget})"
         _fail(obs, plan, "FailureBudgetExceeded", message)
-        plan.tally = tally(obs.spec, samples, plan.ledger)
+        plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
         return
     if t.pending or t.running:
         if can_start and not suspended:
             _fill_window(obs, plan, samples)
-        plan.tally = tally(obs.spec, samples, plan.ledger)
+        plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
         plan.state = "Suspended" if suspended else "Running"
         plan.reason = "Suspended" if suspended else ("PodsNotStarting" if plan.waiting else "SamplesRunning")
         plan.message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
@@ -466,14 +493,14 @@ def decide(obs: Observed) -> Plan:
     if obs.status.state in TERMINAL_STATES:
         return _settled(obs, plan)
     can_start = not obs.blockers
-    start = parse_time(obs.status.start_time) or obs.now
-    if obs.spec.deadline_seconds:
-        plan.wake_at.append(start + obs.spec.deadline_seconds)
+    deadline = deadline_at(obs.spec, obs.status, obs.now)
+    if deadline is not None and not obs.spec.suspend:
+        plan.wake_at.append(deadline)
     if obs.samples is None:
         _prepare(obs, plan, can_start)
     else:
         _samples_phase(obs, plan, obs.samples, can_start)
-    if plan.state not in TERMINAL_STATES and obs.spec.deadline_seconds and obs.now - start >= obs.spec.deadline_seconds:
+    if plan.state not in TERMINAL_STATES and deadline is not None and obs.now >= deadline:
         _fail(obs, plan, "DeadlineExceeded", f"the run exceeded spec.deadlineSeconds ({obs.spec.deadline_seconds}s)")
     if plan.state in TERMINAL_STATES:
         _cleanup_jobs(obs, plan)
@@ -495,5 +522,10 @@ def _settled(obs: Observed, plan: Plan) -> Plan:
         _stop_jobs(obs, plan)
     _cleanup_jobs(obs, plan)
     if obs.samples is not None:
-        plan.tally = tally(obs.spec, obs.samples, plan.ledger)
+        plan.tally = tally(obs.spec, obs.samples, plan.ledger, obs.sectors)
+    expires = ttl_expires_at(obs.spec, prev)
+    if expires is not None and expires <= obs.now:
+        plan.delete_run = True
+    elif expires is not None:
+        plan.wake_at.append(expires)
     return plan

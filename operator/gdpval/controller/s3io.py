@@ -27,11 +27,11 @@ def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3
     return storage
 
 
-def load_samples(storage: Storage, run: str) -> tuple[tuple[str, ...], str]:
-    """Sample ids in manifest order and the pinned dataset revision."""
+def load_samples(storage: Storage, run: str) -> tuple[tuple[str, ...], dict[str, str], str]:
+    """Sample ids in manifest order, each sample's sector, and the pinned dataset revision."""
     record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
     entries = load_manifest(storage.get_text(layout.manifest(run)))
-    return tuple(e.sample.sample_id for e in entries), record.dataset.revision
+    return tuple(e.sample.sample_id for e in entries), {e.sample.sample_id: e.task.sector for e in entries}, record.dataset.revision
 
 
 def is_prepared(storage: Storage, run: str) -> bool:

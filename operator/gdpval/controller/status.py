@@ -1,7 +1,8 @@
 """Status from a plan: bounded counts, conditions with stable reasons, and the Events of transitions.
 
 `Ready` is True only once the submission exists (what kstatus/Flux and Argo CD wait for); its
-reason otherwise names what the run waits on or what went wrong.
+reason otherwise names what the run waits on or what went wrong. `Finished` is True once the run
+ended either way, so `kubectl wait --for=condition=Finished` returns on success and on failure.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import json
 
 from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
 from gdpval.controller.observe import iso
+from gdpval.controller.policy import suspended_since
 from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan
 from gdpval.settings import PINNED_SECTIONS
 from gdpval.storage import layout
 
 PINNED = (*PINNED_SECTIONS, "output")
 MAX_MESSAGE = 1024
+SUSPENDED = "active sample pods are stopped and no new ones start; spec.deadlineSeconds is paused. Unset spec.suspend to resume"
 
 
 def pinned_hash(spec: GdpvalRunSpec) -> str:
@@ -88,7 +91,13 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
             plan.message if plan.state == "Succeeded" else "",
         ),
         _cond("Failed", failed, plan.reason if failed else "NoFailure", plan.message if failed else ""),
-        _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", "no new pods start; running ones finish" if suspended else ""),
+        _cond(
+            "Finished",
+            plan.state in TERMINAL_STATES,
+            (plan.reason or plan.state) if plan.state in TERMINAL_STATES else "InProgress",
+            plan.message if plan.state in TERMINAL_STATES else "",
+        ),
+        _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", SUSPENDED if suspended else ""),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
         _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]
@@ -116,6 +125,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
     counts = prev.samples if keep_counts else t.counts()
     tokens = prev.tokens if keep_counts else Tokens(input=t.input_tokens, output=t.output_tokens)
     submission = obs.submission if plan.state == "Succeeded" else None
+    conds = merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation)
     return GdpvalRunStatus(
         observed_generation=obs.generation,
         state=state,
@@ -133,8 +143,17 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
-        conditions=merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation),
+        suspended_seconds=_suspended_seconds(prev, conds, obs.now),
+        sectors=prev.sectors if keep_counts or not t.sectors else t.sectors,
+        conditions=conds,
     )
+
+
+def _suspended_seconds(prev: GdpvalRunStatus, conds: list[Condition], now: float) -> int:
+    """A suspension that just ended adds its length; one going on is counted from its condition (see policy.paused_seconds)."""
+    since = suspended_since(prev)
+    still = any(c.type == "Suspended" and c.status == "True" for c in conds)
+    return prev.suspended_seconds + (int(now - since) if since is not None and not still else 0)
 
 
 def legacy_storage(name: str, prev: GdpvalRunStatus) -> bool:

@@ -279,4 +279,4 @@ class Controller:
         await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
         await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
-        return plan.requeue_after(obs.now) if status.state not in TERMINAL_STATES else RESYNC_SECONDS
+        return plan.requeue_after(obs.now)  # a finished run's only wake-up is its ttlSecondsAfterFinished
