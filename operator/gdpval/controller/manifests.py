@@ -49,7 +49,7 @@ MIB = 1024 * 1024
 # Built-in sizes, below the chart's podDefaults and a run's spec.pod. Requests stay small so a
 # window of `parallelism` pods schedules on a modest node; limits are what holds a hostile sample.
 DEFAULT_VOLUMES = VolumeSizes(references="4Gi", scratch="1Gi")
-DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
+DEFAULT_REQUESTS = {"cpu": "50m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
 DEFAULT_LIMITS = {"stage": {"memory": "512Mi"}, "agent": {"memory": "1Gi"}, "sandbox": {}}
 SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
 
