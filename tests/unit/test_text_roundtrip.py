@@ -318,13 +318,23 @@ def test_pod_arguments_and_environment(text, name, task_id):
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert RunSettings.model_validate_json(env[contract.SETTINGS_ENV]) == RunSettings.of(ctx.spec)  # as `gdpval prepare` reads it
     sample = sample_id(task_id, 0)
-    pod = kube_wire(m.sample_pod(ctx, sample, 1, "token"))
+    pod = kube_wire(m.sample_pod(ctx, sample, 1))
     assert pod["metadata"]["annotations"][n.A_SAMPLE_ID] == sample
     assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", sample) and len(sample) <= 63
     for c in (*pod["spec"]["initContainers"], *pod["spec"]["containers"], container):
         assert "--sample" not in c["command"] or c["command"][c["command"].index("--sample") + 1] == sample
         for word in [*c["command"], *(e.get("value") or "" for e in c.get("env", []))]:
             assert "\x00" not in word  # execve cannot pass NUL in an argument or an environment value
+
+
+@PROFILE
+@given(text=TEXT)
+@example(text="\x00\u2028\u202e\U0010ffff")
+def test_sample_pod_children_keep_the_runs_annotations(text):
+    """spec.pod's annotations reach the sample pod, its token Secret and its NetworkPolicy whole, through the client's encoding."""
+    ctx = context(pod={"annotations": {"gdpval.io/note": text}})
+    for body in (m.sample_pod(ctx, "s-r0", 1), m.token_secret(ctx, "token"), m.network_policy(ctx, {})):
+        assert kube_wire(body)["metadata"]["annotations"]["gdpval.io/note"] == text
 
 
 # --- the listed characters everywhere at once, a model reply over HTTP, and a 10 MB prompt ----
