@@ -1,0 +1,67 @@
+"""spec.judge on the real local cluster: a GdpvalRun over stress tasks (current revision, with rubrics) is judged
+by a Job after assembly and Succeeds with status.judge; a judge that cannot work is recorded and the run still Succeeds."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from operator_support import Kube, OperatorProcess, image_ref, install_crd, restricted_namespace, run_folder, run_manifest, upload_tree
+
+from gdpval.fakemodel.server import start_background
+from gdpval.judge import LABEL
+from support import stress
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+TASKS = 6
+RUN_TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def env(cluster, cluster_s3, tmp_path_factory):
+    namespace = f"gdpval-judge-{secrets.token_hex(3)}"
+    images = (
+        cluster.images.get("operator", image_ref("operator", "localhost/gdpval-operator:dev")),
+        cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")),
+    )
+    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
+    install_crd(kube)
+    restricted_namespace(kube, cluster_s3)
+    bucket, client = cluster_s3.make_bucket(), cluster_s3.client()
+    upload_tree(client, bucket, "dataset", stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current"))
+    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
+    with start_background(host=cluster.node_ip, port=0) as model:
+
+        def manifest(name: str, judge_model: str) -> dict:
+            judge = {"model": judge_model, "baseURL": model.base_url, "concurrency": 2, "tries": 2}
+            where = dict(dataset=f"s3://{bucket}/dataset", output_url=f"s3://{bucket}/out", endpoint=cluster_s3.endpoint_url, images=images)
+            return run_manifest(name, namespace, model_url=model.base_url, **where, selection={"limit": TASKS}, judge=judge)
+
+        yield kube, operator, client, bucket, manifest
+    operator.stop()
+    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def succeeded(kube: Kube, operator: OperatorProcess, name: str) -> dict:
+    done = kube.run("wait", "--for=condition=Succeeded", f"gdpvalrun/{name}", f"--timeout={RUN_TIMEOUT}s", check=False, timeout=RUN_TIMEOUT + 60)
+    status = kube.run_status(name)
+    assert done.returncode == 0, f"{name} not Succeeded: {status}\n{operator.logs()[-4000:]}"
+    return status
+
+
+def test_a_judged_run_succeeds_with_its_estimate_and_a_failed_judge_does_not_fail_it(env):
+    kube, operator, client, bucket, manifest = env
+    kube.apply(manifest("judged", "scripted"))
+    kube.apply(manifest("misjudged", "no-such-judge"))
+    status = succeeded(kube, operator, "judged")
+    judge = status["judge"]
+    assert (judge["state"], judge["scored"], judge["failed"], judge["label"]) == ("Succeeded", TASKS, 0, LABEL)
+    assert 0 <= judge["score"] <= 1 and judge["maxPoints"] > 0 and "judge estimate" in json.dumps(status["conditions"])
+    assert judge["resultsURI"] == f"{status['storageURI']}/judge/results.json"
+    results = json.loads(client.get_object(Bucket=bucket, Key=f"out/runs/{run_folder(status)}/judge/results.json")["Body"].read())
+    assert results["label"] == LABEL and results["overall"]["points"] == judge["points"] and len(results["samples"]) == TASKS
+
+    failed = succeeded(kube, operator, "misjudged")
+    assert failed["judge"]["state"] == "Failed" and "the judge Job" in failed["judge"]["message"] and failed["submissionURI"]
