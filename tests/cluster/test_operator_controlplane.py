@@ -408,9 +408,12 @@ def test_suspend_parallelism_and_prepare_failure(env):
         30,
         "the operator to see the suspend",
     )
-    env.finish_pod(env.pods(name)[0], "ok")
-    _wait(lambda: len(env.pods(name)) == 3, 30, "the finished pod removed, none started")
-    assert env.status(name)["state"] == "Suspended"
+    # As a Job's suspend: the active pods are stopped, their attempts kept for the resume.
+    _wait(lambda: not env.pods(name), 30, "the active pods stopped")
+    assert env.status(name)["state"] == "Suspended" and env.status(name)["samples"]["running"] == 0
+    env.patch(name, {"suspend": False})
+    _wait(lambda: len(env.pods(name)) == 4, 30, "the stopped samples started again")
+    assert {p.metadata.labels["gdpval.io/attempt"] for p in env.pods(name)} == {"1"}, "a suspension costs no attempt"
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
     name = "badprep"

@@ -77,3 +77,27 @@ def test_healthz_fails_while_runs_exist_and_no_pass_ends():
     seen = asyncio.run(scenario())
     assert [status for status, _ in seen] == [200, 200, 503, 200]
     assert "no reconcile pass ended for 600s" in seen[2][1]
+
+
+def test_pass_slots_go_to_waiting_runs_in_turn():
+    """One slot, three runs always wanting a pass: none gets a second pass while another waits for its first."""
+    order: list[str] = []
+
+    async def busy(worker: RunWorker) -> float:
+        order.append(worker.key[1])
+        await asyncio.sleep(0.01)
+        return 0.0
+
+    async def scenario() -> None:
+        controller = Controller(FakeKube(lambda: 0.0), Defaults(), Metrics(), concurrency=1)
+        controller.reconcile = busy  # type: ignore[method-assign]
+
+        async def worker_loop(worker: RunWorker) -> None:  # as Controller._loop: one pass at a time, again at once
+            for _ in range(4):
+                await controller.run_pass(worker)
+
+        await asyncio.gather(*(worker_loop(RunWorker(("ns", name))) for name in ("big", "b", "c")))
+
+    asyncio.run(scenario())
+    rounds = [order[i : i + 3] for i in range(0, 12, 3)]
+    assert all(sorted(r) == ["b", "big", "c"] for r in rounds), order

@@ -9,7 +9,7 @@ from gdpval.controller import names as n
 from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.ledger import Committed, Entry, Outcome
 from gdpval.controller.observe import JobView, PodView, iso
-from gdpval.controller.policy import MAX_RECREATIONS
+from gdpval.controller.policy import MAX_CREATES_PER_PASS, MAX_RECREATIONS
 from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, decide, needed_probes
 
 NOW = 1_000_000.0
@@ -129,10 +129,31 @@ def test_failure_budget_exceeded_fails_and_stops_pods():
     assert "2 failed samples (2 PodFailed)" in plan.message and plan.delete_pods == [live.name] and not plan.create_pods
 
 
-def test_suspend_starts_nothing_and_running_pods_finish():
-    ledger = {"t0-r0": Entry(1, Outcome.running)}
-    plan = decide(obs(ledger=ledger, pods=(pod("t0-r0"),), spec=spec(suspend=True)))
-    assert plan.create_pods == [] and plan.delete_pods == [] and plan.state == "Suspended"
+def test_suspend_stops_active_pods_and_resume_starts_the_same_attempts():
+    """As a Job's suspend: live pods go and their attempts are paused, not spent; a pod that already ended is recorded."""
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(2, Outcome.running, pods=2, recreated=1), "t2-r0": Entry(1, Outcome.running)}
+    live, done = (pod("t0-r0"), pod("t1-r0", attempt=2)), pod("t2-r0", phase="Succeeded")
+    o = obs(ledger=ledger, pods=(*live, done), spec=spec(suspend=True), probes={("t2-r0", 1): Probe(committed=OK)})
+    assert needed_probes(o) == [("t2-r0", 1)]
+    plan = decide(o)
+    assert plan.create_pods == [] and sorted(plan.delete_pods) == sorted(p.name for p in (*live, done)) and plan.state == "Suspended"
+    assert {s: e.outcome for s, e in plan.ledger.items()} == {"t0-r0": Outcome.paused, "t1-r0": Outcome.paused, "t2-r0": Outcome.succeeded}
+    assert plan.tally.running == 0 and plan.tally.pending == 5 and plan.tally.succeeded == 1
+    suspended = obs(ledger=plan.ledger, spec=spec(suspend=True))
+    assert needed_probes(suspended) == [] and decide(suspended).create_pods == [], "nothing is read or started while suspended"
+    resumed = obs(ledger=plan.ledger)
+    assert needed_probes(resumed) == [("t0-r0", 1), ("t1-r0", 2)]
+    plan = decide(replace(resumed, probes={("t0-r0", 1): Probe(), ("t1-r0", 2): Probe(committed=OK)}))
+    assert plan.create_pods == [("t0-r0", 1), ("t3-r0", 1)], "the paused attempt starts again, and the window fills"
+    assert plan.ledger["t0-r0"] == Entry(1, Outcome.running, pods=2) and plan.ledger["t1-r0"].outcome == Outcome.succeeded
+
+
+def test_a_pass_creates_a_bounded_number_of_pods():
+    many = tuple(f"s{i}-r0" for i in range(500))
+    plan = decide(obs(samples=many, spec=spec(parallelism=300)))
+    assert len(plan.create_pods) == MAX_CREATES_PER_PASS and plan.requeue_after(NOW) == 1.0, "the rest of the window comes in the next pass"
+    plan = decide(obs(samples=many, spec=spec(parallelism=300), ledger=plan.ledger))
+    assert len(plan.create_pods) == MAX_CREATES_PER_PASS and len(plan.ledger) == 2 * MAX_CREATES_PER_PASS
 
 
 def test_suspend_before_prepare_creates_no_job():

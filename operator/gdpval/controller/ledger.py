@@ -32,6 +32,10 @@ class Outcome(StrEnum):
     succeeded = "s"  # result.json committed with status succeeded
     failed = "f"  # result.json committed with status failed (the model side)
     lost = "x"  # the attempt ended without a result (pod failed, stuck, deleted)
+    paused = "p"  # in flight, its pod stopped by spec.suspend: it starts again under the same attempt
+
+
+IN_FLIGHT = (Outcome.running, Outcome.paused)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,14 @@ class Entry:
         """A new pod for a new `attempt`."""
         return replace(self, attempt=attempt, outcome=Outcome.running, pods=self.pods + 1, ended=0, reason="", recreated=0)
 
+    def pause(self) -> Entry:
+        """The run was suspended: this attempt's pod is stopped, and the attempt is not spent."""
+        return replace(self, outcome=Outcome.paused)
+
+    def resume(self) -> Entry:
+        """A new pod for the paused attempt (a suspension is no loss: `recreated` stays)."""
+        return replace(self, outcome=Outcome.running, pods=self.pods + 1)
+
     def recreate(self) -> Entry:
         """Another pod for the same attempt: the last one left nothing behind."""
         return replace(self, pods=self.pods + 1, recreated=self.recreated + 1)
@@ -104,7 +116,7 @@ class Entry:
 
     @property
     def ended_attempt(self) -> bool:
-        return self.outcome != Outcome.running
+        return self.outcome not in IN_FLIGHT
 
 
 def first_attempt() -> Entry:
@@ -150,7 +162,7 @@ def split(ledger: Mapping[str, Entry], archived: Mapping[str, Entry], batch: int
         kept = archived.get(key)
         if kept is entry:  # most of a long run: archived and unchanged since
             continue
-        if entry.outcome == Outcome.running:
+        if not entry.ended_attempt:
             in_flight[key] = entry
         elif kept != entry:
             fresh[key] = entry

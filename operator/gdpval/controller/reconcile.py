@@ -31,6 +31,7 @@ from gdpval.controller.judging import judge_step
 from gdpval.controller.ledger import Committed, Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.observe import PERMANENT_WAITING, JobView, PodView
 from gdpval.controller.policy import (
+    MAX_CREATES_PER_PASS,
     MAX_RECREATIONS,
     budget_allowed,
     create_retry_at,
@@ -125,6 +126,7 @@ class Plan:
     message: str = ""
     create_pods: list[tuple[str, int]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
+    deleting: set[str] = field(default_factory=set, repr=False)  # delete_pods as a set: one check per pod, not a scan
     create_jobs: list[str] = field(default_factory=list)
     delete_jobs: list[str] = field(default_factory=list)
     network_policy: bool = False
@@ -155,7 +157,8 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
     """Attempts whose outcome must be read from S3 before this pass can decide them, each once.
 
     An in-flight entry waiting out a refused create has no pod and nothing in S3 (it was probed
-    before that create): probing it on every pass of the backoff would only cost calls.
+    before that create): probing it on every pass of the backoff would only cost calls. Nor is a
+    paused one probed while the run stays suspended: it is, once, when the run resumes.
     """
     wanted: list[tuple[str, int]] = []
     present = {(p.sample, p.attempt) for p in _sample_pods(obs)}
@@ -163,7 +166,8 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
         if pod.terminal and _is_current(obs.ledger.get(pod.sample), pod):
             wanted.append((pod.sample, pod.attempt))
     for sample, entry in sorted(obs.ledger.items()):
-        if entry.outcome == Outcome.running and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
+        waiting = entry.outcome == Outcome.paused and obs.spec.suspend
+        if not entry.ended_attempt and not waiting and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
     return list(dict.fromkeys(wanted))
 
@@ -188,9 +192,10 @@ def _stuck(spec: GdpvalRunSpec, pod: PodView, now: float) -> str:
 
 def _record_pods(obs: Observed, plan: Plan) -> None:
     """Fold every sample pod into the ledger: adopt, finish, replace when stuck, clean up."""
+    known = frozenset(obs.samples) if obs.samples is not None else None
     for pod in _sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
-        if obs.samples is not None and pod.sample not in obs.samples:
+        if known is not None and pod.sample not in known:
             _delete(plan, pod)
             continue
         if not _is_current(entry, pod):
@@ -206,7 +211,8 @@ def _record_pods(obs: Observed, plan: Plan) -> None:
 
 
 def _delete(plan: Plan, pod: PodView) -> None:
-    if not pod.deleting and pod.name not in plan.delete_pods:
+    if not pod.deleting and pod.name not in plan.deleting:
+        plan.deleting.add(pod.name)
         plan.delete_pods.append(pod.name)
 
 
@@ -264,11 +270,30 @@ def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) ->
             plan.waiting.append(f"{pod.name}: {pod.waiting or pod.unschedulable}")
 
 
+def _pause(obs: Observed, plan: Plan) -> None:
+    """spec.suspend, as a Job's: every attempt in flight is paused and its live pod deleted.
+
+    A pod that already ended is left to `_record_pods` (its result is read as usual); whatever a
+    stopped pod committed before it went is found by the probe made when the run resumes.
+    """
+    ended = {(p.sample, p.attempt) for p in _sample_pods(obs) if p.terminal}
+    live = {(p.sample, p.attempt): p for p in _sample_pods(obs) if not p.terminal}
+    for sample, entry in sorted(plan.ledger.items()):
+        if entry.outcome != Outcome.running or (sample, entry.attempt) in ended:
+            continue
+        plan.ledger[sample] = entry.pause()
+        pod = live.get((sample, entry.attempt))
+        if pod is not None:
+            _delete(plan, pod)
+
+
 def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
-    """In-flight entries whose pod is gone: committed, lost, or safe to start again."""
+    """In-flight entries whose pod is gone: committed, lost, or safe to start again (a paused one once the run resumes)."""
     present = {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
     for sample, entry in sorted(plan.ledger.items()):
-        if entry.outcome != Outcome.running or (sample, entry.attempt) in present or _create_backoff(obs, plan, sample):
+        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended):
+            continue
+        if _create_backoff(obs, plan, sample):
             continue
         probe = obs.probes.get((sample, entry.attempt))
         if probe is None or probe.pod_exists:
@@ -279,6 +304,10 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
                 plan.notes.append(Note("AttemptLost", f"the pod of {sample} attempt {entry.attempt} disappeared mid-upload", warning=True))
             continue
         if suspended:
+            continue
+        if entry.outcome == Outcome.paused:
+            plan.ledger[sample] = entry.resume()
+            plan.create_pods.append((sample, entry.attempt))
             continue
         if not may_recreate(entry):
             _end(obs, plan, sample, entry.finish(obs.now, None, "PodLost"))
@@ -335,9 +364,12 @@ def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger, sectors
 
 
 def _fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
-    """Start pods up to `parallelism`: retries whose backoff is over first, then new samples."""
+    """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
     active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
-    slots = obs.spec.parallelism - active
+    room = obs.spec.parallelism - active
+    slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
+    if slots < room:
+        plan.wake_at.append(obs.now)  # the rest of the window in the next pass
     retries, fresh = [], []
     for sample in samples:
         entry = plan.ledger.get(sample)
@@ -466,6 +498,8 @@ def _failure_summary(t: Tally) -> str:
 def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: bool) -> None:
     suspended = obs.spec.suspend
     _record_pods(obs, plan)
+    if suspended:
+        _pause(obs, plan)
     _record_lost(obs, plan, suspended or not can_start)
     t = tally(obs.spec, samples, plan.ledger, obs.sectors)
     allowed = budget_allowed(obs.spec.failure_budget, t.total)

@@ -1,7 +1,8 @@
 """The controller: one asyncio worker per GdpvalRun, the only writer of its run's status.
 
 Watch events only wake a worker. A pass gathers what it needs (`gather`), asks the pure
-`reconcile.decide`, then applies the plan (`effects`): ledger, children, status, and Events last,
+`reconcile.decide` (in a thread: O(samples), never on the event loop), then applies the plan
+(`effects`): ledger, children, status, and Events last,
 so an Event never tells of a status that was not written (a terminal status goes before the
 children, see `_finish_pass`). Passes of one run are at least
 `min_interval` apart: that is the status write rate limit.
@@ -174,6 +175,8 @@ class Controller:
     async def run_pass(self, worker: RunWorker) -> float:
         """One pass that never raises: failures are logged, retried with backoff, and shown in status."""
         if self._slots is None:
+            # Slots go to waiting runs in turn (first come, first served): a big run's next pass queues
+            # behind every run already waiting, and MAX_CREATES_PER_PASS keeps each pass short.
             self._slots = asyncio.Semaphore(self.concurrency)
         started = time.monotonic()
         failed = False
@@ -249,11 +252,11 @@ class Controller:
             jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
         )
         if prev.state in TERMINAL_STATES:
-            return await self._finish_pass(worker, ctx, obs, decide(obs), None)
+            return await self._finish_pass(worker, ctx, obs, await asyncio.to_thread(decide, obs), None)
         obs, ledger_version = await self.gatherer.gather(worker.memory, ctx, obs)
         if ledger_version is None:
             return await self._blocked_pass(worker, ctx, obs)
-        return await self._finish_pass(worker, ctx, obs, decide(obs), ledger_version)
+        return await self._finish_pass(worker, ctx, obs, await asyncio.to_thread(decide, obs), ledger_version)
 
     async def _blocked_pass(self, worker: RunWorker, ctx: RunContext, obs: Observed) -> float:
         """Nothing is read or changed until the blockers are fixed; status says how."""
