@@ -4,7 +4,7 @@
 #   images/sandbox/build.sh [build]   wheels on the host, staged context, podman build (default)
 #   images/sandbox/build.sh cold      the same without podman's layer cache (to measure a full build)
 #   images/sandbox/build.sh lock      re-resolve requirements.in into requirements.txt
-#   images/sandbox/build.sh import    load the built image into the local cluster's containerd
+#   images/sandbox/build.sh import    load the built image into the local cluster's containerd (once per tag)
 #   images/sandbox/build.sh ref       print the image reference of the last build
 #   images/sandbox/build.sh tag       print the image reference this tree builds (without building)
 #
@@ -135,6 +135,10 @@ import_image() {
   ctr_bin="$CACHE/prefix/containerd/usr/bin/ctr"
   sock="$WORKDIR/containerd/containerd.sock"
   [[ -S "$sock" ]] || die "containerd is not running ($sock)"
+  if "$ctr_bin" --address "$sock" -n k8s.io images ls -q | grep -qxF "$ref"; then
+    log "$ref is already in containerd"
+    return 0
+  fi
   tar="$(mktemp "$STATE/import.XXXXXX.tar")"
   podman save --format docker-archive -o "$tar" "$ref"
   "$ctr_bin" --address "$sock" -n k8s.io images import --snapshotter overlayfs "$tar" >/dev/null

@@ -20,8 +20,8 @@ from support.office_task import FILES, HOST_ERRORS, MADE, STEPS
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def office_run(dataset: Path, model_url: str, output: Path, choice: str) -> Run:
-    extra = ["--limit", "1", "--isolation", "bwrap", "--sandbox-runtime", choice, "--extra-body", json.dumps({SCRIPT_BODY_FIELD: STEPS})]
+def office_run(dataset: Path, model_url: str, output: Path, choice: str, steps: list[dict[str, str]] = STEPS) -> Run:
+    extra = ["--limit", "1", "--isolation", "bwrap", "--sandbox-runtime", choice, "--extra-body", json.dumps({SCRIPT_BODY_FIELD: steps})]
     done = gdpval(*run_args(dataset, model_url, output, *extra), timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return Run(done.returncode, done.stdout, done.stderr, output)
@@ -60,3 +60,17 @@ def test_the_office_task_fails_with_a_clear_tool_error_on_the_host(standin_datas
     assert all(error in result for error, result in zip(HOST_ERRORS, results, strict=True)), results
     assert not set(FILES) & set(deliverables(run))
     assert recorded(run) == ("host", "host")
+
+
+# What the model can see of its own privileges and limits; each line is checked below.
+HARDENING = """id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; ulimit -u
+touch /usr/gdpval-probe 2>&1; unshare -U true 2>&1; echo unshare=$?; mount -o remount,rw / 2>&1; echo mount=$?"""
+
+
+def test_the_sandbox_hardening_holds_over_the_full_runtime(standin_dataset, scripted_model, tmp_path):
+    """The same user namespace, capabilities, seccomp filter and process limit as over the host's folders."""
+    run = office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "full", [{"bash": HARDENING}])
+    (out,) = run.tool_results()
+    lines = out.splitlines()
+    assert lines[:5] == ["1000", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "1024"], out
+    assert "Read-only file system" in out and "unshare=1" in out and "mount=32" in out, out
