@@ -80,13 +80,14 @@ def test_pdf_text_and_page_images(tmp_path):
         assert page.format == "PNG" and max(page.size) <= convert.IMAGE_SIDE
 
 
-def test_pdf_pages_beyond_the_image_limit_give_text_only(tmp_path):
+def test_pdf_pages_beyond_the_image_limit_give_text_only_and_pages_are_bounded(tmp_path):
     pdf = pypdfium2.PdfDocument.new()
-    for _ in range(convert.IMAGES_PER_FILE + 2):
+    for _ in range(convert.PDF_PAGES + 3):
         pdf.new_page(200, 100)
     pdf.save(tmp_path / "many.pdf")
     view = view_file(tmp_path / "many.pdf", "many.pdf")
-    assert view.text.count("## Page") == convert.IMAGES_PER_FILE + 2 and len(view.images) == convert.IMAGES_PER_FILE
+    assert view.text.count("## Page") == convert.PDF_PAGES and len(view.images) == convert.IMAGES_PER_FILE
+    assert view.text.endswith("[3 more pages not shown]")
 
 
 def test_an_image_is_sent_as_an_image_no_larger_than_the_limit(tmp_path):

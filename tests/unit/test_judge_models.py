@@ -38,6 +38,8 @@ def test_a_valid_reply_is_kept_in_rubric_order_with_one_line_reasons():
     scores = check_reply(reply(("b", 1), ("a", 2.5)), ITEMS)
     assert [(s.item_id, s.score, s.points) for s in scores] == [("a", 2.5, 3), ("b", 1, 1)]
     assert scores[0].reason == "because of this" and scores[0].criterion == "Totals add up"
+    fenced = check_reply(f"```json\n{reply(('a', 3), ('b', 0))}\n```", ITEMS)
+    assert [s.score for s in fenced] == [3, 0]
 
 
 @pytest.mark.parametrize(

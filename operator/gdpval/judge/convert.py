@@ -12,10 +12,12 @@ import io
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 TEXT_PER_FILE = 30_000
 CELLS_PER_SHEET = 2_000
+PDF_PAGES = 100  # pages whose text is read
 IMAGES_PER_FILE = 4
 IMAGE_SIDE = 1024  # longest side of an image sent to the judge, in pixels
 IMAGE_FORMATS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
@@ -63,22 +65,26 @@ def _xlsx(path: Path) -> Read:
 
     formulas = load_workbook(path, data_only=False, read_only=True)
     values = load_workbook(path, data_only=True, read_only=True)
-    lines: list[str] = []
-    for sheet in formulas.worksheets:
-        lines.append(f"## Sheet {sheet.title!r}")
-        cached = values[sheet.title].iter_rows()
-        shown = 0
-        for row, cached_row in zip(sheet.iter_rows(), cached, strict=False):
-            for cell, value_cell in zip(row, cached_row, strict=False):
-                if cell.value is None or shown >= CELLS_PER_SHEET:
-                    continue
-                shown += 1
-                lines.append(_cell_line(getattr(cell, "coordinate", "?"), cell.value, value_cell.value))
-        if shown >= CELLS_PER_SHEET:
-            lines.append(f"[only the first {CELLS_PER_SHEET} non-empty cells of this sheet are shown]")
-    formulas.close()
-    values.close()
-    return "\n".join(lines), []
+    try:
+        lines: list[str] = []
+        for sheet in formulas.worksheets:
+            lines.append(f"## Sheet {sheet.title!r}")
+            cells = list(islice(_cells(sheet, values[sheet.title]), CELLS_PER_SHEET + 1))
+            lines += cells[:CELLS_PER_SHEET]
+            if len(cells) > CELLS_PER_SHEET:
+                lines.append(f"[only the first {CELLS_PER_SHEET} non-empty cells of this sheet are shown]")
+        return "\n".join(lines), []
+    finally:
+        formulas.close()
+        values.close()
+
+
+def _cells(sheet, cached_sheet) -> Iterator[str]:
+    """Each non-empty cell, row by row, beside its cached value (what Excel last computed)."""
+    for row, cached_row in zip(sheet.iter_rows(), cached_sheet.iter_rows(), strict=False):
+        for cell, cached in zip(row, cached_row, strict=False):
+            if cell.value is not None:
+                yield _cell_line(getattr(cell, "coordinate", "?"), cell.value, cached.value)
 
 
 def _cell_line(coordinate: str, raw: object, cached: object) -> str:
@@ -133,23 +139,28 @@ def _shape_text(shapes) -> Iterator[str]:
 
 
 def _pdf(path: Path) -> Read:
+    """Page text until the file's text budget or PDF_PAGES is reached; the first pages also as images."""
     import pypdfium2
 
     pdf = pypdfium2.PdfDocument(str(path))
     try:
         lines: list[str] = []
         images: list[bytes] = []
-        for index in range(len(pdf)):
+        size = 0
+        shown = min(len(pdf), PDF_PAGES)
+        for index in range(shown):
             page = pdf[index]
-            lines.append(f"## Page {index + 1}")
-            lines.append(page.get_textpage().get_text_range())
+            text = page.get_textpage().get_text_range()
+            lines += [f"## Page {index + 1}", text]
+            size += len(text)
             if len(images) < IMAGES_PER_FILE:
                 width, height = page.get_size()
-                bitmap = page.render(scale=min(2.0, IMAGE_SIDE / max(width, height, 1)))
-                images.append(_png(bitmap.to_pil()))
-            if sum(map(len, lines)) > TEXT_PER_FILE and len(images) >= IMAGES_PER_FILE:
-                lines.append(f"[{len(pdf) - index - 1} more pages not shown]")
+                images.append(_png(page.render(scale=min(2.0, IMAGE_SIDE / max(width, height, 1))).to_pil()))
+            if size > TEXT_PER_FILE:
+                shown = index + 1
                 break
+        if shown < len(pdf):
+            lines.append(f"[{len(pdf) - shown} more pages not shown]")
         return "\n".join(lines), images
     finally:
         pdf.close()

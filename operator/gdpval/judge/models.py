@@ -132,10 +132,19 @@ class _Reply(BaseModel):
     scores: list[_ReplyItem]
 
 
+def unfenced(text: str) -> str:
+    """The JSON inside a Markdown code fence, which some OpenAI-compatible servers add despite the schema."""
+    stripped = text.strip()
+    if not stripped.startswith("```"):
+        return stripped
+    body = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+    return body.rsplit("```", 1)[0]
+
+
 def check_reply(text: str | None, items: list[RubricItem]) -> list[ItemScore]:
     """The reply's scores in rubric order, each within 0..points, every item once; else MalformedReply."""
     try:
-        reply = _Reply.model_validate_json(text or "")
+        reply = _Reply.model_validate_json(unfenced(text or ""))
     except ValidationError as exc:
         raise MalformedReply(f"the reply is not the JSON asked for: {exc.errors()[0]['msg']}") from None
     given = {}
