@@ -18,6 +18,15 @@ def test_the_stress_rubrics_parse_as_the_current_revision_writes_them():
         assert [i.points for i in items] == [r["score"] for r in raw]
 
 
+def test_items_without_or_with_a_repeated_id_get_their_own():
+    items = parse_rubric(
+        json.dumps(
+            [{"criterion": "a", "score": 1}, {"rubric_item_id": "x", "criterion": "b", "score": 2}, {"rubric_item_id": "x", "criterion": "c", "score": 1}]
+        )
+    )
+    assert [i.item_id for i in items] == ["item-0", "x", "x#2"]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [("{", "not JSON"), ('{"a": 1}', "JSON list"), ('[{"score": 2}]', "criterion"), ('[{"criterion": "c", "score": -1}]', "non-negative")],

@@ -113,10 +113,14 @@ def parse_rubric(text: str) -> list[RubricItem]:
         raise RubricError(f"rubric_json is not JSON ({exc})") from None
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise RubricError("rubric_json must be a JSON list of rubric items")
-    items = []
+    items: list[RubricItem] = []
+    seen: set[str] = set()
     for index, item in enumerate(raw):
+        item_id = str(item.get("rubric_item_id") or f"item-{index}")
+        item_id = item_id if item_id not in seen else f"{item_id}#{index}"  # each item answered once, by its own id
+        seen.add(item_id)
         try:
-            items.append(RubricItem(item_id=str(item.get("rubric_item_id") or f"item-{index}"), criterion=str(item["criterion"]), points=item["score"]))
+            items.append(RubricItem(item_id=item_id, criterion=str(item["criterion"]), points=item["score"]))
         except (KeyError, ValidationError) as exc:
             raise RubricError(f"rubric item {index} needs a criterion and a non-negative score ({exc.__class__.__name__})") from None
     return items
