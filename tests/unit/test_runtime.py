@@ -9,20 +9,15 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from gdpval.dataset.models import DatasetRef
 from gdpval.errors import GdpvalError
 from gdpval.fakemodel.server import FakeModelConfig
 from gdpval.manifest import RunRecord
-from gdpval.runner.local import runtime_notes
+from gdpval.runner.local import choose_runtime, runtime_notes
 from gdpval.sandbox import runtime
 from gdpval.sandbox.runtime import Runtime, RuntimeInfo
 from gdpval.settings import RunSettings
-from gdpval.storage import layout
-from gdpval.storage.local import LocalStorage
-from gdpval.submission.build import build_submission
 from support import runs
 
 SCRIPTED = FakeModelConfig.model
@@ -155,26 +150,20 @@ def test_the_runtime_setting_never_reaches_run_json_but_its_resolution_does():
     assert "runtime" not in data["settings"]["sandbox"] and data["runtime"] == DIGEST
 
 
-_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40) | st.sampled_from(["\u2028", "\x00", "\ufeff", "\U0010ffff", 'a"\\'])
-
-
-@settings(max_examples=25, derandomize=True, database=None, deadline=None)
-@given(image=_TEXT, key=_TEXT.filter(bool), value=_TEXT, folder=_TEXT.filter(lambda s: s and "/" not in s and "\x00" not in s and s not in (".", "..")))
-def test_runtime_json_run_json_and_submission_info_keep_any_text(tmp_path_factory, image, key, value, folder):
-    info = RuntimeInfo(image=image, digest=DIGEST, env={key: value}, python="/opt/venv/bin/python3")
-    assert RuntimeInfo.model_validate_json(info.model_dump_json(indent=2)) == info
-    storage = LocalStorage(tmp_path_factory.mktemp("out"))
-    label = Runtime(root=Path(f"/{folder}/rootfs")).label
-    storage.put_text(layout.run_json("r"), stored(label).dump())
-    storage.put_text(layout.manifest("r"), "")
-    assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))).runtime == label
-    build_submission(storage, "r")
-    (info_file,) = [key for key in storage.list(layout.submission("r")) if key.endswith("submission_info.json")]
-    assert json.loads(storage.get_text(info_file))["runtime"] == label
-
-
 def test_unpacked_folders_are_readable_by_other_users(tmp_path):
     """A run as another user (or the sandbox's uid 1000) must read the root a root-owned build made."""
     image = make_image(tmp_path / "image")
     found, _ = runtime.unpack("img", DIGEST, ENV, tar_of(image), tmp_path / "runtimes")
     assert found.root is not None and os.stat(found.root.parent).st_mode & 0o005 == 0o005
+
+
+def test_without_bubblewrap_auto_is_the_host_and_a_root_is_refused():
+    for choice in ("auto", "host"):
+        record, system = choose_runtime(stored(None).model_copy(update={"settings": with_runtime(choice)}), "none")
+        assert system == Runtime() and record.runtime == "host"
+    with pytest.raises(GdpvalError, match="needs bubblewrap isolation"):
+        choose_runtime(stored(None).model_copy(update={"settings": with_runtime("full")}), "none")
+
+
+def with_runtime(choice: str) -> RunSettings:
+    return RunSettings.model_validate({"model": {"name": "m"}, "sandbox": {"runtime": choice}})

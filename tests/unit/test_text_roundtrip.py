@@ -19,6 +19,7 @@ Example counts are small and derandomized, so CI sees the same cases every time.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -53,6 +54,7 @@ from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manife
 from gdpval.report import write_report
 from gdpval.runner.attempt import Attempt, SandboxView, commit, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, storable
+from gdpval.sandbox import runtime
 from gdpval.settings import RunSettings
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
@@ -169,6 +171,27 @@ def test_run_json(storage, text, name):
     )
     storage.put_text(layout.run_json("r"), record.dump())
     assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))) == record
+
+
+@PROFILE
+@given(text=TEXT, name=NAME.filter(lambda s: "\x00" not in s and "=" not in s))
+def test_runtime_json_and_the_runtime_a_run_records(storage, tmp_path, text, name):
+    """runtime.json as `gdpval runtime build` writes it beside an unpacked root (the image's reference
+    and environment) and `gdpval run` reads it; the runtime label in run.json and submission_info.json."""
+    image = tmp_path / "image"
+    (image / "usr/bin").mkdir(parents=True, exist_ok=True)
+    (image / "usr/bin/python3").touch()
+    digest = "sha256:" + hashlib.sha256(json.dumps([text, name]).encode()).hexdigest()
+    made, _ = runtime.unpack(text, digest, {name: text, "PATH": "/usr/bin"}, ["tar", "-c", "-C", str(image), "."], tmp_path / "runtimes")
+    assert made.root is not None and runtime.load(made.root.parent) == made
+    assert made.info is not None and made.info.image == text and made.env[name] == text
+    label = runtime.Runtime(root=tmp_path / name.replace("/", "_") / "rootfs").label
+    storage.put_text(layout.run_json("r"), runs.record("r").model_copy(update={"runtime": label}).dump())
+    storage.put_text(layout.manifest("r"), "")
+    assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))).runtime == label
+    build_submission(storage, "r")
+    (info,) = [key for key in storage.list(layout.submission("r")) if key.endswith("submission_info.json")]
+    assert json.loads(storage.get_text(info))["runtime"] == label
 
 
 # --- result.json, the transcript, results.parquet and the submission parquet ------------------
