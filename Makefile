@@ -17,6 +17,15 @@ cluster-up:
 cluster-down:
 	hack/cluster.sh down
 
+.PHONY: cluster-demo cluster-demo-down
+# The operator in one command (README, On Kubernetes): MinIO and the scripted model on the node
+# address, helm install with the local images, a 12-task GdpvalRun followed live; -down removes it.
+cluster-demo:
+	hack/cluster-demo.sh up
+
+cluster-demo-down:
+	hack/cluster-demo.sh down
+
 .PHONY: setup run test lint
 # The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite,
 # after the same checks as `make lint`).

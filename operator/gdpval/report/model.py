@@ -128,6 +128,8 @@ class SectorDelta(BaseModel):
     name: str
     this_ready: float
     other_ready: float
+    this_completed: float
+    other_completed: float
     ready: float  # this run's rate minus the other's
     completed: float
     judge: float | None = None
@@ -290,6 +292,8 @@ def compare(this: Report, other: Report) -> Comparison:
                 name=g.name,
                 this_ready=round(g.ready_rate, 4),
                 other_ready=round(o.ready_rate, 4),
+                this_completed=round(g.completed_rate, 4),
+                other_completed=round(o.completed_rate, 4),
                 ready=round(g.ready_rate - o.ready_rate, 4),
                 completed=round(g.completed_rate - o.completed_rate, 4),
                 judge=judge,

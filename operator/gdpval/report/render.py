@@ -146,7 +146,9 @@ def comparison(c: Comparison) -> str:
         f'<p>{c.shared_tasks} shared tasks: <span class="win">{c.wins} won</span>, <span class="loss">{c.losses} lost</span>, {c.ties} tied '
         f'<span class="note">(by judge score where both are judged, else completed &gt; ready &gt; failed; means over repeats)</span></p>'
     )
-    chart = grouped("Submission-ready rate by sector, both runs", [(d.name, (d.this_ready, d.other_ready)) for d in c.sectors], pct, ("this run", c.other), 1.0)
+    chart = grouped(
+        "Completed rate by sector, both runs", [(d.name, (d.this_completed, d.other_completed)) for d in c.sectors], pct, ("this run", c.other), 1.0
+    )
     sector_rows = [
         [
             e(d.name),

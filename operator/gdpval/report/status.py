@@ -129,7 +129,6 @@ def from_cluster(obj: dict[str, Any], folder: RunStatus | None) -> RunStatus:
         eta_s=folder.eta_s if folder else None,
     )
     uris = [f"{label} {st[key]}" for label, key in (("storage", "storageURI"), ("submission", "submissionURI"), ("report", "reportURI")) if st.get(key)]
-    status.notes = uris + (
-        [] if folder or not st.get("storageURI") else ["(latest failures: the run's folder is not readable from here; give --s3-endpoint and AWS credentials)"]
-    )
+    unread = folder is None and status.state not in ("Pending", "Preparing") and bool(st.get("storageURI"))
+    status.notes = uris + ["(latest failures: the run's folder is not readable from here; give --s3-endpoint and AWS credentials)"] * unread
     return status
