@@ -89,6 +89,9 @@ def test_a_new_image_moves_current_and_keeps_the_old_one_usable(tmp_path):
     assert runtime.resolve("auto", base) == new and old.root is not None
     assert runtime.resolve(str(old.root.parent), base) == old
     assert [row["current"] for row in runtime.listing(base)] == [False, True]
+    assert runtime.prune(base) == [old.root.parent]
+    assert not old.root.parent.exists() and runtime.resolve("auto", base) == new
+    assert [row["current"] for row in runtime.listing(base)] == [True] and runtime.prune(base) == []
 
 
 def test_a_bare_root_folder_is_a_runtime_without_a_digest(tmp_path):

@@ -262,3 +262,19 @@ def listing(base: Path | None = None) -> list[dict[str, Any]]:
         info = RuntimeInfo.model_validate_json(info_file.read_text())
         rows.append({"folder": str(info_file.parent), "current": chosen is not None and chosen.info == info, **json.loads(info.model_dump_json())})
     return rows
+
+
+def prune(base: Path | None = None) -> list[Path]:
+    """Remove every unpacked runtime but the current one (a run still using one would lose its root)."""
+    base = base or runtimes_dir()
+    chosen = current(base)
+    keep = chosen.root.parent.resolve() if chosen is not None and chosen.root is not None else None
+    removed = []
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for info_file in sorted(base.glob(f"*/{INFO_FILE}")):
+            folder = info_file.parent
+            if not folder.is_symlink() and folder.resolve() != keep:
+                shutil.rmtree(folder)
+                removed.append(folder)
+    return removed

@@ -19,7 +19,7 @@ import typer
 from gdpval.errors import GdpvalError
 from gdpval.sandbox import runtime
 
-runtime_app = typer.Typer(no_args_is_help=True, help="The full sandbox image as a local runtime (build, show).")
+runtime_app = typer.Typer(no_args_is_help=True, help="The full sandbox image as a local runtime (build, show, prune).")
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "sandbox" / "build.sh"
 
@@ -79,3 +79,14 @@ def show() -> None:
         print(json.dumps(row, ensure_ascii=False))
     chosen = runtime.resolve("auto")
     print(f"gdpval run uses: {chosen.describe()}", file=sys.stderr)
+
+
+@runtime_app.command("prune")
+def prune() -> None:
+    """Remove the unpacked runtimes of older images (each about 2.5 GB), keeping the one `gdpval run` picks.
+
+    Run it when no local run is going on: a sandbox over a removed root loses its files."""
+    if not runtime.runtimes_dir().is_dir():
+        return
+    for folder in runtime.prune():
+        print(f"removed {folder}", file=sys.stderr)
