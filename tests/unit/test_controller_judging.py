@@ -7,15 +7,17 @@ from pathlib import Path
 
 from gdpval.controller import manifests as m
 from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.gather import secret_refs
 from gdpval.controller.judging import judge_job, read_estimate
 from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView
+from gdpval.controller.observe import JobView, PodView
 from gdpval.controller.reconcile import Observed, Submission, decide
 from gdpval.controller.status import build_status
 from gdpval.judge import LABEL
 from gdpval.judge.models import JudgeResults, SampleScore
 from gdpval.judge.store import write_results
 from gdpval.storage.local import LocalStorage
+from support.fake_kube import FakeKube
 
 NOW = 1_000_000.0
 SAMPLES = ("t0-r0", "t1-r0")
@@ -94,3 +96,21 @@ def test_the_judge_job_runs_gdpval_judge_with_the_key_from_its_secret():
     assert "sk-" not in json.dumps(manifest)
     assert manifest["metadata"]["labels"]["app.kubernetes.io/component"] == "judge"
     assert manifest["spec"]["backoffLimit"] == m.PREPARE_BACKOFF_LIMIT
+
+
+def test_a_judge_pod_that_cannot_start_says_why():
+    waiting = PodView("run-judge-x", "judge", "", 0, "Pending", False, NOW, waiting='CreateContainerConfigError (judge): secret "judge" not found')
+    plan = decide(assembled(jobs={"judge": job("judge")}, pods=(waiting,)))
+    assert plan.state == "Judging" and plan.reason == "PodsNotStarting" and 'secret "judge" not found' in plan.message
+
+
+def test_a_missing_judge_key_secret_blocks_the_run_and_a_changed_ref_is_read_again():
+    kube = FakeKube(lambda: NOW)
+    [missing] = kube.check_secrets("ns", spec(judge=JUDGE)).blockers
+    assert missing.reason == "SecretNotFound" and "spec.judge.apiKeySecretRef" in missing.message
+    kube.add_secret("ns", "judge", {"other": "x"})
+    assert [b.reason for b in kube.check_secrets("ns", spec(judge=JUDGE)).blockers] == ["SecretKeyNotFound"]
+    kube.add_secret("ns", "judge", {"key": "sk-test"})
+    assert kube.check_secrets("ns", spec(judge=JUDGE)).blockers == ()
+    other = JUDGE | {"apiKeySecretRef": {"name": "judge-2", "key": "key"}}
+    assert len({secret_refs(spec()), secret_refs(spec(judge=JUDGE)), secret_refs(spec(judge=other))}) == 3

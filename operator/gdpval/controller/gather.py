@@ -117,7 +117,7 @@ class Gatherer:
 
 def secret_refs(spec: GdpvalRunSpec) -> str:
     """The spec's references to Secrets: a change means the Secrets are read again at once."""
-    refs = (spec.model.api_key_secret_ref, spec.output.credentials_secret)
+    refs = (spec.model.api_key_secret_ref, spec.output.credentials_secret, spec.judge.api_key_secret_ref if spec.judge else None)
     return "|".join(ref.model_dump_json() if ref else "" for ref in refs)
 
 

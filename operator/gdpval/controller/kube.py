@@ -80,6 +80,9 @@ class Kube:
         key_ref = spec.model.api_key_secret_ref
         if key_ref:
             blockers += _missing(self.secret_data(namespace, key_ref.name), namespace, key_ref.name, [key_ref.key], "spec.model.apiKeySecretRef")
+        judge_ref = spec.judge.api_key_secret_ref if spec.judge else None
+        if judge_ref:
+            blockers += _missing(self.secret_data(namespace, judge_ref.name), namespace, judge_ref.name, [judge_ref.key], "spec.judge.apiKeySecretRef")
         s3 = spec.output.credentials_secret
         if s3:
             data = self.secret_data(namespace, s3.name)

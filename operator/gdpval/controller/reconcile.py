@@ -474,6 +474,7 @@ def _assemble(obs: Observed, plan: Plan, can_start: bool) -> None:
             plan.state, plan.reason, plan.message = "Judging", "Judging", step.message
             if step.create and can_start:
                 plan.create_jobs.append(n.COMPONENT_JUDGE)
+            _job_pods_waiting(obs, plan, n.COMPONENT_JUDGE)
             return
         plan.state, plan.reason = "Succeeded", "SubmissionReady"
         plan.message = f"submission at {obs.submission.uri}{step.message}"
