@@ -74,3 +74,11 @@ def test_the_sandbox_hardening_holds_over_the_full_runtime(standin_dataset, scri
     lines = out.splitlines()
     assert lines[:5] == ["1000", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "1024"], out
     assert "Read-only file system" in out and "unshare=1" in out and "mount=32" in out, out
+
+
+def test_a_run_resumes_only_in_its_own_runtime(standin_dataset, scripted_model, tmp_path):
+    office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "host", [{"bash": "true"}])
+    extra = ["--limit", "1", "--isolation", "bwrap", "--sandbox-runtime", "full"]
+    resumed = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path / "out", *extra), timeout=300)
+    assert resumed.returncode == 2 and "ran its samples in runtime host" in resumed.stderr, resumed.stderr
+    assert json.loads((tmp_path / "out/runs/t/run.json").read_text())["runtime"] == "host"
