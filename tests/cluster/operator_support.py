@@ -91,6 +91,8 @@ class OperatorProcess:
     sandbox_image: str
     log_dir: Path
     metrics_port: int = field(default_factory=free_port)
+    extra_args: tuple[str, ...] = ()  # e.g. --leader-elect
+    hostname: str = ""  # $HOSTNAME, the replica's identity in leader election and Events
     proc: subprocess.Popen | None = None
     starts: int = 0
 
@@ -109,8 +111,9 @@ class OperatorProcess:
             self.agent_image,
             "--sandbox-image",
             self.sandbox_image,
+            *self.extra_args,
         ]
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig} | ({"HOSTNAME": self.hostname} if self.hostname else {})
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         return self
 

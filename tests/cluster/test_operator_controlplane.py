@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -500,3 +501,60 @@ def test_pinned_fields_are_immutable(env):
     env.patch(name, {"parallelism": 7, "failureBudget": 2, "suspend": False})
     assert env.run(name)["spec"]["parallelism"] == 7
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
+def _passes(replica: OperatorProcess) -> float:
+    """Reconcile passes the replica ended (its /metrics is served from the start, standby included)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=5).read().decode()
+    return float(next(line.split()[-1] for line in text.splitlines() if line.startswith("gdpval_reconcile_duration_seconds_count")))
+
+
+def test_two_replicas_with_leader_election_never_both_act(env, tmp_path):
+    """Two operators on one namespace: only the Lease holder reconciles; killed, the other takes over."""
+    ns, name, coordination = "cp-le", "elected", client.CoordinationV1Api(env.cp.core.api_client)
+    env.cp.core.create_namespace({"metadata": {"name": ns}})
+    env.cp.core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
+    keys = env.cp.core.read_namespaced_secret("s3-credentials", NS)
+    env.cp.core.create_namespaced_secret(ns, {"metadata": {"name": "s3-credentials"}, "data": keys.data})
+    replicas = {
+        who: OperatorProcess(str(env.cp.kubeconfig), ns, *IMAGES, tmp_path / who, extra_args=("--leader-elect", "--lease-namespace", ns), hostname=who)
+        for who in ("alpha", "beta")
+    }
+    for who, replica in replicas.items():
+        (tmp_path / who).mkdir()
+        replica.start()
+    try:
+
+        def holder() -> str:
+            try:
+                return coordination.read_namespaced_lease("gdpval-operator", ns).spec.holder_identity or ""
+            except ApiException:
+                return ""
+
+        leader = _wait(lambda: holder() in replicas and holder(), 60, "a Lease holder")
+        standby = next(who for who in replicas if who != leader)
+        manifest = run_manifest(
+            name,
+            ns,
+            model_url="http://10.250.0.1:8000/v1",
+            dataset=f"s3://{env.bucket}/dataset",
+            output_url=f"s3://{env.bucket}/out",
+            endpoint=env.endpoint,
+            images=IMAGES,
+        )
+        env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, ns, api.PLURAL, manifest)
+        jobs = lambda: env.cp.batch.list_namespaced_job(ns, label_selector=f"gdpval.io/run={name}").items  # noqa: E731
+        first = _wait(lambda: jobs() and jobs()[0], 30, "the leader's prepare Job")
+        _wait(lambda: _passes(replicas[leader]) > 0, 30, "the leader's passes")
+        assert _passes(replicas[standby]) == 0 and holder() == leader, "the standby reconciles nothing while the leader renews"
+        replicas[leader].kill()
+        _wait(lambda: holder() == standby, 60, "the standby to take the Lease over")
+        env.cp.batch.delete_namespaced_job(first.metadata.name, ns, propagation_policy="Background")
+        _wait(lambda: jobs() and jobs()[0].metadata.uid != first.metadata.uid, 60, "the new leader to act (its prepare Job)")
+        _wait(lambda: _passes(replicas[standby]) > 0, 30, "the new leader's passes")
+        replicas[standby].stop()
+        _wait(lambda: holder() == "", 30, "a clean stop to hand the Lease back")
+    finally:
+        for replica in replicas.values():
+            replica.kill()
+        env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, ns, api.PLURAL, name)

@@ -199,6 +199,23 @@ def test_exactly_one_operator_and_recreate(variant) -> None:
     assert not of_kind(docs, "HorizontalPodAutoscaler")
 
 
+def test_leader_election_by_default_and_standby_replicas() -> None:
+    """The Lease guards even one replica (an old pod still stopping); more replicas need it and roll."""
+    docs = render()
+    [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-3:] == ["--leader-elect", "--lease-name", one(docs, "Deployment")["metadata"]["name"]]
+    [rule] = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election"))["rules"]
+    assert rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    deployment = one(render({"operator": {"replicas": 2, "leaderElection": {"leaseName": "ops"}}}), "Deployment")
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == ["--lease-name", "ops"]
+    off = render({"operator": {"leaderElection": {"enabled": False}}})
+    assert "--leader-elect" not in one(off, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [d for d in off if d["metadata"]["name"].endswith("-leader-election")]
+    proc = helm("template", RELEASE, str(CHART), *set_args({"operator": {"replicas": 2, "leaderElection": {"enabled": False}}}), check=False)
+    assert proc.returncode != 0 and "needs operator.leaderElection.enabled" in proc.stderr
+
+
 def test_every_pod_meets_restricted_pss(variant) -> None:
     name, docs = variant
     specs = pod_specs(docs)
@@ -246,14 +263,15 @@ def test_names_fit_kubernetes_limits(variant) -> None:
 
 
 def _operator_roles(docs: list[dict], kind: str) -> list[dict]:
-    return [d for d in of_kind(docs, kind) if not is_hook(d)]
+    """The rights to reconcile runs (not the hooks', nor the leader-election Lease's)."""
+    return [d for d in of_kind(docs, kind) if not is_hook(d) and not d["metadata"]["name"].endswith("-leader-election")]
 
 
 def test_default_watches_only_the_release_namespace() -> None:
     docs = render()
     roles = _operator_roles(docs, "Role")
     assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in roles] == [(NAMESPACE, f"{RELEASE}-gdpval")]
-    binding = one([d for d in docs if not is_hook(d)], "RoleBinding")
+    [binding] = _operator_roles(docs, "RoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{RELEASE}-gdpval", "namespace": NAMESPACE}]
     assert watched_flags(operator_container(docs)["args"]) == [NAMESPACE]
     # The only cluster-scoped grant: reading namespaces and CRDs.

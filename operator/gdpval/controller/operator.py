@@ -5,13 +5,19 @@
 - Every blocking call (kubernetes client, boto3) runs in a thread, never on the event loop.
 - No finalizer is ever added (no on.delete, daemons or timers): children go with the run
   through ownerReferences, and a run can be deleted while the operator is down.
+- With leader election, kopf starts only once this replica holds the Lease and stops when it
+  loses it (the process then exits, so its pod restarts as a standby); /healthz and /metrics serve
+  from the start, so a standby stays live.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -20,6 +26,7 @@ from aiohttp import web
 from gdpval.controller import api
 from gdpval.controller import names as n
 from gdpval.controller.kube import Kube, load_config
+from gdpval.controller.leader import Elector, LeaseClient, Timing
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.observe import JobView, PodView, parse_job, parse_pod
 from gdpval.controller.worker import Controller, Defaults
@@ -41,10 +48,9 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 60
 
 
-def build_registry(controller: Controller, metrics_port: int | None) -> kopf.OperatorRegistry:
+def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     selected = {n.L_MANAGED_BY: n.MANAGED_BY}
-    state: dict[str, Any] = {}
 
     @kopf.index("v1", "pods", labels=selected, id="gdpval_pods", registry=registry)
     def gdpval_pods(body: kopf.Body, labels: Mapping[str, str], **_: Any) -> dict[str, PodView] | None:
@@ -78,14 +84,10 @@ def build_registry(controller: Controller, metrics_port: int | None) -> kopf.Ope
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
-        if metrics_port is not None:
-            state["metrics"] = await start_metrics(controller.metrics, metrics_port, health=controller.health)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         await controller.stop()
-        if "metrics" in state:
-            await state["metrics"].cleanup()
 
     return registry
 
@@ -110,23 +112,83 @@ async def start_metrics(metrics: Metrics, port: int, host: str = "0.0.0.0", heal
     return runner
 
 
+@dataclass(frozen=True)
+class LeaderElection:
+    """Where the Lease lives and who this replica is (the pod name in a cluster)."""
+
+    namespace: str
+    name: str = "gdpval-operator"
+    identity: str = ""
+    timing: Timing = Timing()
+
+    @classmethod
+    def of(cls, namespace: str | None, name: str) -> LeaderElection:
+        """The Lease's namespace: the option, else the pod's own ($POD_NAMESPACE, set by the chart)."""
+        where = namespace or os.environ.get("POD_NAMESPACE") or ""
+        if not where:
+            raise SystemExit("--leader-elect needs --lease-namespace (or $POD_NAMESPACE)")
+        return cls(where, name, os.environ.get("HOSTNAME") or socket.gethostname())
+
+
+class LostLeadership(Exception):
+    """The Lease went to another replica: this one stopped acting and exits."""
+
+
 async def serve(
     namespaces: list[str],
     metrics_port: int | None = 8080,
     defaults: Defaults | None = None,
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
+    election: LeaderElection | None = None,
 ) -> None:
-    """Run the operator in the current event loop until `stop_flag` is set or a signal arrives."""
-    controller = Controller(Kube(load_config()), defaults or Defaults.from_env(), Metrics())
-    await kopf.operator(
-        registry=build_registry(controller, metrics_port),
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        standalone=True,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    )
+    """Run the operator in the current event loop until `stop_flag` is set or a signal arrives.
+
+    With `election`, reconciling starts once this replica leads and ends if it stops leading
+    (`LostLeadership`); a clean stop hands the Lease over.
+    """
+    api_client = load_config()
+    controller = Controller(Kube(api_client), defaults or Defaults.from_env(), Metrics())
+    stop = stop_flag or asyncio.Event()
+    web_runner = await start_metrics(controller.metrics, metrics_port, health=controller.health) if metrics_port is not None else None
+    elector = Elector(LeaseClient(api_client, election.namespace, election.name), election.identity, election.timing) if election else None
+    lost, keeper = asyncio.Event(), None
+    try:
+        if elector is not None:
+            if not await elector.acquire(stop):
+                return
+            keeper = asyncio.create_task(elector.keep(lost, stop))
+        await kopf.operator(
+            registry=build_registry(controller),
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=True,
+            stop_flag=_either(stop, lost),
+            ready_flag=ready_flag,
+        )
+    finally:
+        if keeper is not None:
+            keeper.cancel()
+        if elector is not None and not lost.is_set():
+            await elector.release()
+        if web_runner is not None:
+            await web_runner.cleanup()
+    if lost.is_set():
+        raise LostLeadership(f"{election.identity if election else ''} lost the Lease")
+
+
+def _either(*events: asyncio.Event) -> asyncio.Future:
+    """A future kopf can stop on, done once any of `events` is set."""
+    done = asyncio.get_running_loop().create_future()
+
+    async def watch(event: asyncio.Event) -> None:
+        await event.wait()
+        if not done.done():
+            done.set_result(None)
+
+    tasks = [asyncio.create_task(watch(e)) for e in events]
+    done.add_done_callback(lambda _: [t.cancel() for t in tasks])
+    return done
 
 
 def run_operator(
@@ -134,6 +196,11 @@ def run_operator(
     metrics_port: int | None = 8080,
     agent_image: str | None = None,
     sandbox_image: str | None = None,
+    election: LeaderElection | None = None,
 ) -> None:
     """`gdpval operator`: watch GdpvalRuns in `namespaces` (all namespaces when empty)."""
-    asyncio.run(serve(namespaces, metrics_port, Defaults.from_env(agent_image, sandbox_image)))
+    try:
+        asyncio.run(serve(namespaces, metrics_port, Defaults.from_env(agent_image, sandbox_image), election=election))
+    except LostLeadership as exc:
+        log.error("%s; exiting so that this replica restarts as a standby", exc)
+        raise SystemExit(1) from None
