@@ -7,14 +7,17 @@ import time
 from typing import Any
 
 from pydantic import Field
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.progress_bar import ProgressBar
+from rich.table import Table
 from rich.text import Text
 
 from gdpval import sample
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult, SampleStatus
+
+BAR_WIDTH = 30
 
 
 def eta(seconds: float | None) -> str:
@@ -28,9 +31,13 @@ def figures(done: int, total: int, running: int, failed: int, input_tokens: int,
     return f"done {done}/{total}  running {running}  failed {failed}  tokens in {input_tokens:,} out {output_tokens:,}  ETA {eta(eta_s)}"
 
 
-def bar(done: int, total: int, line: str) -> Group:
-    """A progress bar above the figures (for a terminal)."""
-    return Group(ProgressBar(total=max(total, 1), completed=done, width=60), Text(line))
+def bar(done: int, total: int, text: str) -> Table:
+    """A progress bar beside the figures (for a terminal); the figures wrap, never cut, on a narrow one."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=BAR_WIDTH)
+    grid.add_column(overflow="fold")
+    grid.add_row(ProgressBar(total=max(total, 1), completed=done, width=BAR_WIDTH), Text(text))
+    return grid
 
 
 class Tally(sample.Tally):
@@ -67,7 +74,7 @@ class Progress:
         self.lock = threading.Lock()
         self.live = Live(self._view(), console=console, refresh_per_second=4, transient=False) if console.is_terminal else None
 
-    def _view(self) -> Group:
+    def _view(self) -> Table:
         return bar(self.tally.finished, self.tally.total, self.tally.line())
 
     def __enter__(self) -> Progress:
