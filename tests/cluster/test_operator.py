@@ -28,7 +28,7 @@ from operator_support import (
 
 from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
-from support.cli import SUBMISSION_COLUMNS
+from support.cli import SUBMISSION_COLUMNS, gdpval
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -155,6 +155,12 @@ def test_run_reaches_succeeded_and_shows_progress(env):
     assert status["datasetRevision"] and status["tokens"]["input"] > 0 and status["observedGeneration"] >= 1
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
     env.assert_complete_submission(name)
+    assert status["reportURI"] == f"{status['storageURI']}/report.html"  # written by the assemble Job
+    page = env.client.get_object(Bucket=env.bucket, Key=f"out/runs/{run_folder(status)}/report.html")["Body"].read().decode()
+    assert f"samples<b>{TASKS}</b>" in page and page.count('<details class="sample"') == TASKS
+    shown = gdpval("status", "--gdpvalrun", name, "--namespace", env.kube.namespace, env={"KUBECONFIG": env.kube.kubeconfig})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1].startswith(f"done {TASKS}/{TASKS}  running 0  failed 0  tokens in ") and f"report {status['reportURI']}" in shown.stdout
     env.kube.wait_for(lambda: not env.sample_pods(name), 60, "sample pods deleted after commit")
     policies = (env.kube.get("networkpolicies") or {}).get("items", [])
     assert any(p["metadata"]["ownerReferences"][0]["name"] == name and not p["spec"].get("ingress") and "Ingress" in p["spec"]["policyTypes"] for p in policies)
