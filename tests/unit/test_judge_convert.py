@@ -14,6 +14,7 @@ from pptx.util import Inches
 
 from gdpval.judge import convert
 from gdpval.judge.convert import view_file
+from gdpval.sandbox import runtime
 from support.standins import standin_bytes
 
 
@@ -55,7 +56,8 @@ def test_docx_headings_paragraphs_and_tables(tmp_path):
     assert "North | 12" in text
 
 
-def test_pptx_slide_text_tables_and_notes(tmp_path):
+def test_pptx_slide_text_tables_and_notes_and_why_slides_are_not_images(tmp_path, monkeypatch):
+    monkeypatch.setenv(runtime.RUNTIMES_ENV, str(tmp_path / "no-runtimes"))
     deck = Presentation()
     first = deck.slides.add_slide(deck.slide_layouts[1])
     first.shapes.title.text = "Launch plan"
@@ -69,6 +71,7 @@ def test_pptx_slide_text_tables_and_notes(tmp_path):
     text = view_file(tmp_path / "d.pptx", "deck.pptx").text
     assert text.index("## Slide 1") < text.index("Launch plan") < text.index("## Slide 2") < text.index("Owner |")
     assert "Ship in May" in text and "(speaker notes) Mention the budget" in text and "| Ana" in text and "In a group" in text
+    assert text.endswith("(slides not rendered as images: no full sandbox runtime on this machine (`gdpval runtime build` unpacks one))")
 
 
 def test_pdf_text_and_page_images(tmp_path):

@@ -1,8 +1,9 @@
 """Deliverable files turned into what a judge model can read: text, and a few images, all bounded.
 
 xlsx: each sheet's non-empty cells with value and formula; docx: headings, paragraphs and tables;
-pptx: each slide's text; pdf: page text and the first pages as images; images as image inputs;
-audio and video as metadata; plain text as itself. Anything else is named with its size only.
+pptx: each slide's text, and slide images where LibreOffice can run (judge.slides); pdf: page text
+and the first pages as images; images as image inputs; audio and video as metadata; plain text as
+itself. Anything else is named with its size only.
 A file that cannot be read says so in its text instead of failing the sample.
 """
 
@@ -116,6 +117,8 @@ def _docx(path: Path) -> Read:
 def _pptx(path: Path) -> Read:
     from pptx import Presentation
 
+    from gdpval.judge.slides import rendered
+
     lines = []
     for number, slide in enumerate(Presentation(str(path)).slides, start=1):
         lines.append(f"## Slide {number}")
@@ -123,7 +126,8 @@ def _pptx(path: Path) -> Read:
         notes = slide.notes_slide.notes_text_frame.text.strip() if slide.has_notes_slide and slide.notes_slide.notes_text_frame else ""
         if notes:
             lines.append(f"(speaker notes) {notes}")
-    return "\n".join(lines), []
+    images, why_not = rendered(path, lambda pdf: _pdf(pdf)[1])
+    return "\n".join([*lines, why_not] if why_not else lines), images
 
 
 def _shape_text(shapes) -> Iterator[str]:
