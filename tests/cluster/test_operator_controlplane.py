@@ -425,6 +425,19 @@ def test_suspend_parallelism_and_prepare_failure(env):
     assert failed["reason"] == "PrepareFailed" and "kubectl logs job/" in failed["message"]
 
 
+def test_a_failed_run_is_finished_and_deleted_after_its_ttl(env):
+    """`kubectl wait --for=condition=Finished` returns on failure too; ttlSecondsAfterFinished then deletes the run."""
+    name = "shortlived"
+    env.create(name, ttlSecondsAfterFinished=5)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    assert env.condition(name, "Finished").get("status") == "False"
+    env.complete_job(name, "prepare", failed=True)
+    finished = _wait(lambda: env.condition(name, "Finished").get("status") == "True" and env.condition(name, "Finished"), 30, "Finished")
+    assert finished["reason"] == "PrepareFailed" and env.status(name)["state"] == "Failed"
+    runs = lambda: [r["metadata"]["name"] for r in env.cp.custom.list_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL)["items"]]  # noqa: E731
+    _wait(lambda: name not in runs(), 60, "the run deleted by its TTL")
+
+
 def test_stuck_pod_is_replaced_and_reported(env):
     name = "stuck"
     env.create(name, parallelism=1, samples={"pendingTimeoutSeconds": 30, "retries": 0}, failureBudget=0)
