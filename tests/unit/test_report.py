@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from gdpval.judge.models import SampleScore
+from gdpval.judge.models import ItemScore, SampleScore
 from gdpval.judge.store import write_score
 from gdpval.report import Prices, build_report, compare, load_records, write_report
 from gdpval.report.cli import prices
@@ -136,15 +136,18 @@ def test_judge_scores_are_shown_as_a_local_estimate(tmp_path):
     for run, points in (("a", (6.0, 2.0, None)), ("b", (3.0, 2.0, None))):
         for task, got in zip(("t1", "t2", "t3"), points, strict=True):
             status = "failed" if got is None else "scored"  # a judge failure counts nowhere
+            items = [ItemScore(item_id="1", criterion="Totals <b>match</b>", points=8.0, score=got or 0.0, reason="the sums agree")]
             score = SampleScore(
-                sample_id=f"{task}-r0", task_id=task, sector="x", occupation="y", judge_model="j", status=status, points=got or 0.0, max_points=8.0
+                sample_id=f"{task}-r0", task_id=task, sector="x", occupation="y", judge_model="j", status=status, points=got or 0.0, max_points=8.0, items=items
             )
             write_score(storage, run, score)
-    this, other = build_report(load_records(storage, "a")), build_report(load_records(storage, "b"))
+    records = load_records(storage, "a")
+    this, other = build_report(records), build_report(load_records(storage, "b"))
     assert (this.headline.judge_score, this.headline.judged) == (0.5, 2)  # (6 + 2) / (8 + 8)
     assert [r.judge for r in this.samples] == [0.75, 0.25, None]
     c = compare(this, other)
     assert {t.task_id: t.verdict for t in c.tasks} == {"t1": "win", "t2": "tie", "t3": "tie"}  # t3: neither judged, both failed
     assert c.sectors[0].judge == 0.1875  # Finance: mean of (0.75, 0.25) against mean of (0.375, 0.25)
-    page = render(this, {}, [c], "now")
+    page = render(this, records.transcripts, [c], "now")
     assert "50.0%" in page and "2 judged; local estimate, not the official grade" in page
+    assert '<td>Totals &lt;b&gt;match&lt;/b&gt;</td><td class="n">6 / 8</td><td>the sums agree</td>' in page

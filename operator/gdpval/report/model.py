@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from gdpval.report.records import JudgeFigure, RunRecords
+from gdpval.report.records import JudgeFigure, JudgeItem, RunRecords
 from gdpval.sample import SampleResult
 
 JUDGE_LABEL = "local estimate, not the official grade"
@@ -58,6 +58,7 @@ class SampleRow(BaseModel):
     files: list[str] = Field(default_factory=list)
     asked: list[str] = Field(default_factory=list)  # file types the prompt asks for
     judge: float | None = None  # share of rubric points, a local estimate
+    judge_items: list[JudgeItem] = Field(default_factory=list)
 
     @property
     def rank(self) -> float:
@@ -181,6 +182,7 @@ def _row(task_id: str, sample: str, sector: str, occupation: str, asked: list[st
     base = SampleRow(sample_id=sample, task_id=task_id, sector=sector, occupation=occupation, outcome="missing", ready=False, asked=asked)
     if score is not None:
         base.judge = round(score.share, 4)
+        base.judge_items = list(score.items)
     if result is None:
         return base
     return base.model_copy(

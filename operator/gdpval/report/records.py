@@ -26,11 +26,22 @@ class ReportError(GdpvalError):
 
 
 @dataclass(frozen=True)
+class JudgeItem:
+    """One rubric item as the judge scored it, with its one-line reason."""
+
+    criterion: str
+    score: float
+    points: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class JudgeFigure:
     """A local rubric judge's score of one sample: points over the rubric's maximum (a local estimate)."""
 
     score: float
     max_score: float
+    items: tuple[JudgeItem, ...] = ()
 
     @property
     def share(self) -> float:
@@ -110,4 +121,8 @@ def judge_scores(storage: Storage, run: str) -> dict[str, JudgeFigure]:
     except ImportError:  # a build without the judge
         return {}
     scores = load_scores(storage, run).items()
-    return {sample: JudgeFigure(s.points, s.max_points) for sample, s in scores if s.fraction is not None}
+    return {
+        sample: JudgeFigure(s.points, s.max_points, tuple(JudgeItem(i.criterion, i.score, i.points, i.reason) for i in s.items))
+        for sample, s in scores
+        if s.fraction is not None
+    }

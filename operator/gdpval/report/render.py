@@ -241,12 +241,21 @@ def _arguments(raw: object) -> str:
     return json.dumps(parsed, ensure_ascii=False, indent=1)
 
 
+def judge_items(row: SampleRow) -> str:
+    """The judge's score per rubric item with its reason, where the sample was judged."""
+    if row.judge is None:
+        return ""
+    rows = [[e(i.criterion), f"{i.score:g} / {i.points:g}", e(i.reason)] for i in row.judge_items]
+    summary = f"judge: {pct(row.judge)} of the rubric's points ({JUDGE_LABEL})"
+    return f'<details class="judge"><summary>{summary}</summary>{table(["rubric item", "score", "reason"], rows, {1})}</details>'
+
+
 def transcripts(report: Report, events: dict[str, list[dict[str, Any]]]) -> str:
     parts = []
     for r in report.samples:
         if r.sample_id not in events:
             continue
-        final = f'<p class="note">outcome {r.outcome}; deliverables: {", ".join(e(f) for f in r.files) or "none"}</p>'
+        final = f'<p class="note">outcome {r.outcome}; deliverables: {", ".join(e(f) for f in r.files) or "none"}</p>{judge_items(r)}'
         body = "".join(event_html(ev) for ev in events[r.sample_id])
         parts.append(
             f'<details class="sample" id="s-{e(r.sample_id)}"><summary>{e(r.sample_id)} ({e(r.occupation)}): {r.outcome}</summary>{final}{body}</details>'
