@@ -10,6 +10,7 @@ from gdpval.agent.client import make_client
 from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL, load_results, load_scores
 from gdpval.judge.run import JudgeError, JudgeOptions, judge_run
+from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from support import runs
@@ -24,8 +25,11 @@ def rubric(*points: int) -> str:
 
 
 @pytest.fixture
-def storage(tmp_path):
-    """Four samples: every file type; a failed attempt with a draft; no attempt at all; a task without rubric."""
+def storage(tmp_path, monkeypatch):
+    """Four samples: every file type; a failed attempt with a draft; no attempt at all; a task without rubric.
+
+    Slides stay text (no runtime here): rendering them is tests/images/test_judge_slides.py's part."""
+    monkeypatch.setenv(runtime.RUNTIMES_ENV, str(tmp_path / "no-runtimes"))
     storage = LocalStorage(tmp_path / "out")
     tasks = [
         runs.task("all-types", rubric_json=rubric(3, 1, 5), sector="Information"),
