@@ -26,6 +26,7 @@ def test_run_lines_then_status_of_a_folder_and_an_s3_prefix(scripted_model, tmp_
         assert counted == list(range(1, TASKS + 1))  # every line carries the figures (not eaten as markup)
         failed = sum(": failed: max_steps" in line for line in lines)
         assert 0 < failed < TASKS
+        assert f"report: {output.rstrip('/')}/{layout.report('st')}" in done.stdout  # written after the submission
 
         shown = gdpval("status", "--output", output, "--run-name", "st")
         assert shown.returncode == 0, shown.stderr[-3000:]
