@@ -11,9 +11,11 @@ from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL, load_results, load_scores
 from gdpval.judge.run import JudgeError, JudgeOptions, judge_run
 from gdpval.sandbox import runtime
-from gdpval.storage import layout
+from gdpval.settings import OutputSettings
+from gdpval.storage import layout, open_storage
 from gdpval.storage.local import LocalStorage
 from support import runs
+from support.cli import gdpval
 from support.standins import standin_bytes
 
 RUN = "judged"
@@ -117,3 +119,25 @@ def test_a_run_of_a_revision_without_rubrics_is_refused(tmp_path, judge_model):
         judge(storage, judge_model)
     with pytest.raises(JudgeError, match="never prepared"):
         judge_run(storage, "other", make_client(judge_model.base_url), JudgeOptions(model="judge"))
+
+
+@pytest.mark.s3
+def test_a_run_in_s3_is_judged_with_the_endpoint_given_on_the_command_line(s3, judge_model, monkeypatch):
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    bucket = s3.make_bucket()
+    where = OutputSettings(url=f"s3://{bucket}/out", endpoint=s3.endpoint_url, region=s3.region)
+    storage = open_storage(where, {"access_key_id": s3.access_key, "secret_access_key": s3.secret_key})
+    [entry] = runs.entries([runs.task("in-s3", rubric_json=rubric(2, 3))])
+    runs.write_run(storage, RUN, [entry])
+    files = {"report.pdf": standin_bytes("report.pdf")}
+    runs.commit(storage, RUN, entry, 1, runs.succeeded(entry, 1, files), files)
+    env = {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key, "AWS_REGION": s3.region}
+    judge = ["judge", "--output", where.url, "--run-name", RUN, "--judge-model", "judge", "--judge-base-url", judge_model.base_url]
+    done = gdpval(*judge, "--s3-endpoint", s3.endpoint_url, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = load_results(storage, RUN)
+    assert results is not None and results.overall.scored == 1 and results.overall.max_points == 5
+    assert json.loads(done.stdout)["results"] == f"s3://{bucket}/out/{layout.judge_results(RUN)}"
+    bad = gdpval(*judge, "--s3-endpoint", "ftp://nowhere", env=env)
+    assert bad.returncode == 2 and "--output/--s3-*" in bad.stderr

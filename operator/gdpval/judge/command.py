@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
-from gdpval.settings import JudgeSettings
+from gdpval.settings import JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
 FLAGS = {"model": "--judge-model", "base_url": "--judge-base-url", "concurrency": "--concurrency", "tries": "--tries"}
@@ -33,6 +33,8 @@ def judge_command(
     concurrency: Annotated[int, typer.Option(help=_help("concurrency"))] = 4,
     tries: Annotated[int, typer.Option(help=_help("tries"))] = 3,
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
+    s3_endpoint: Annotated[Optional[str], typer.Option("--s3-endpoint", help=OutputSettings.model_fields["endpoint"].description)] = None,
+    s3_region: Annotated[Optional[str], typer.Option("--s3-region", help=OutputSettings.model_fields["region"].description)] = None,
 ) -> None:
     """Score a run's deliverables against each task's rubric with a judge model: a LOCAL ESTIMATE, not the official GDPval grade."""
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
@@ -50,7 +52,11 @@ def judge_command(
     key = os.environ.get(judge_api_key_env)
     if key is None and judge_api_key_env != KEY_ENV:
         raise GdpvalError(f"--judge-api-key-env {judge_api_key_env}: that environment variable is not set; set it to the judge's API key")
-    storage = open_storage(output)
+    try:
+        where = OutputSettings(url=output, endpoint=s3_endpoint, region=s3_region)
+    except ValidationError as exc:
+        raise GdpvalError(f"--output/--s3-*: {exc.errors()[0]['msg']}") from None
+    storage = open_storage(where)
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY)
     if preflight:
         check_endpoint(client, settings.model)
