@@ -1,5 +1,6 @@
 """A sample pod on the local cluster runs with its run's sandbox settings as limits, read back from
-the API and from the sandbox container's own cgroup, and with its tool-server token from a Secret.
+the API and from the sandbox container's own cgroup, and with its tool-server token from a Secret;
+with the network on it reaches anything but the link-local metadata addresses.
 
 The sample is caught while its agent waits on its second model reply (the scripted model holds it),
 so the pod is certainly running; released, the run must still succeed: the agent and the sandbox
@@ -12,7 +13,7 @@ import base64
 import json
 
 import pytest
-from test_network_policy import model_control
+from test_network_policy import BYSTANDER_PORT, METADATA, addr, bystander, endpoint, model_control, node_listener, probe  # noqa: F401  (fixtures)
 from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
 
 from gdpval import contract
@@ -93,3 +94,25 @@ def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env
 def test_the_api_server_refuses_sizes_that_are_not_quantities(env, pod, message):  # noqa: F811
     done = env.kube.run("apply", "--dry-run=server", "-f", "-", input=json.dumps(env.manifest("bad-size", pod=pod)), check=False)
     assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_network_on_sample_reaches_everything_but_the_metadata_address(env, bystander, node_listener):  # noqa: F811
+    """A network-on sample is selected by its run's egress policy (kube-router then refuses whatever
+    the policy does not allow) and still reaches what a network-off sample may not: another node
+    port and another pod. The metadata address is not open; this cluster's host drops anything
+    bound off the machine before a policy is consulted, so its refusal by the policy's `except` is
+    checked in the unit tests, not here."""
+    model, s3 = endpoint(env.model_url), endpoint(env.endpoint)
+    others = [node_listener, (bystander[1], BYSTANDER_PORT)]
+    model_control(env.model_url, "hold", {"after": 1})
+    try:
+        name = env.submit("network-on", selection={"limit": 1}, sandbox={"network": True})
+        wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
+        (pod,) = env.pods_in(name, "Running")
+        policy = env.kube.get("networkpolicy", n.network_policy_name(name, network=True))
+        got = probe(env.kube, pod["metadata"]["name"], "sandbox", model, s3, *others, METADATA)
+    finally:
+        model_control(env.model_url, "release", {})
+    assert policy["spec"]["podSelector"]["matchLabels"] == {n.L_RUN_UID: pod["metadata"]["labels"][n.L_RUN_UID], n.L_COMPONENT: n.COMPONENT_SAMPLE}
+    assert got == {addr(t): "open" for t in (model, s3, *others)} | {addr(METADATA): "blocked"}
+    env.wait_condition(name, "Succeeded")
