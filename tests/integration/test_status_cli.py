@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gdpval.storage import layout
+from gdpval.storage import layout, open_storage
 from support import stress
 from support.cli import gdpval, run_args
 
@@ -15,6 +15,7 @@ TASKS = 6
 def test_run_lines_then_status_of_a_folder_and_an_s3_prefix(scripted_model, tmp_path, s3, s3_env):
     dataset = stress.make_stress_dataset(tmp_path / "dataset", "current")
     bucket = s3.make_bucket()
+    failed_in: dict[str, int] = {}
     for output in (str(tmp_path / "out"), f"s3://{bucket}/gdpval"):
         done = gdpval(*run_args(dataset, scripted_model.base_url, output, "--limit", str(TASKS), "--max-steps", "3", run_name="st"), timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -26,6 +27,7 @@ def test_run_lines_then_status_of_a_folder_and_an_s3_prefix(scripted_model, tmp_
         assert counted == list(range(1, TASKS + 1))  # every line carries the figures (not eaten as markup)
         failed = sum(": failed: max_steps" in line for line in lines)
         assert 0 < failed < TASKS
+        failed_in[output] = failed
         assert f"report: {output.rstrip('/')}/{layout.report('st')}" in done.stdout  # written after the submission
 
         shown = gdpval("status", "--output", output, "--run-name", "st")
@@ -37,6 +39,14 @@ def test_run_lines_then_status_of_a_folder_and_an_s3_prefix(scripted_model, tmp_
         assert out.count("latest failures:") == 1 and sum("max_steps: no final answer within max_steps=3" in line for line in out) == min(failed, 5)
         watched = gdpval("status", "--output", output, "--run-name", "st", "--watch", "--interval", "0.2", timeout=30)
         assert watched.returncode == 0 and watched.stdout == shown.stdout  # a finished run prints once and returns
+    # The comparison over S3, as a cluster run's folder is read: a full run against the cut one wins where that one failed.
+    full = gdpval(*run_args(dataset, scripted_model.base_url, f"s3://{bucket}/gdpval", "--limit", str(TASKS), run_name="full"), timeout=600)
+    assert full.returncode == 0, full.stderr[-3000:]
+    made = gdpval("report", "--output", f"s3://{bucket}/gdpval", "--run-name", "full", "--compare", "st")
+    assert made.returncode == 0 and made.stdout.strip() == f"s3://{bucket}/gdpval/{layout.report('full')}", made.stderr
+    page = open_storage(f"s3://{bucket}/gdpval").get_text(layout.report("full"))
+    cut = failed_in[f"s3://{bucket}/gdpval"]
+    assert f'<span class="win">{cut} won</span>, <span class="loss">0 lost</span>, {TASKS - cut} tied' in page
 
 
 def test_status_says_what_to_fix(tmp_path):
