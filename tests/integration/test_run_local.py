@@ -160,6 +160,7 @@ def test_faults_are_survived_and_recorded(dataset, tmp_path):
         ("missing-bucket", "does not exist"),
         ("unreachable-model", "cannot reach the model endpoint"),
         ("bad-key", "rejected the API key"),
+        ("unencodable-key", "OPENAI_API_KEY holds a character an HTTP header cannot carry"),
         ("unknown-task", "unknown task id"),
     ],
 )
@@ -174,6 +175,8 @@ def test_bad_input_fails_early_with_one_line(case, fix, dataset, model, tmp_path
         base_url = "http://127.0.0.1:9/v1"
     elif case == "unknown-task":
         extra = ["--task-id", "not-a-task"]
+    elif case == "unencodable-key":
+        env = {"OPENAI_API_KEY": "sk-\u201cpasted\u201d"}
     context = start_background(host="127.0.0.1", port=0, api_key="right") if case == "bad-key" else None
     if context:
         base_url, env = context.__enter__().base_url, {"OPENAI_API_KEY": "wrong"}
@@ -185,6 +188,7 @@ def test_bad_input_fails_early_with_one_line(case, fix, dataset, model, tmp_path
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fix.lower() in lines[0].lower(), done.stderr
+    assert "pasted" not in done.stderr + done.stdout
     assert not list((tmp_path / "out").rglob("result.json"))
 
 

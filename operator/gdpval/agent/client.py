@@ -13,13 +13,18 @@ PREFLIGHT_TIMEOUT_S = 15.0
 BODY_SHOWN = 200  # characters of an error body quoted back
 
 
-def make_client(base_url: str | None, api_key: str | None = None) -> openai.OpenAI:
+def make_client(base_url: str | None, api_key: str | None = None, key_source: str = "OPENAI_API_KEY") -> openai.OpenAI:
     """Retries are ours (the loop records each), so the client's own are off."""
-    return openai.OpenAI(
-        base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY,
-        max_retries=0,
-    )
+    key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
+    return openai.OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=header_safe_key(key, key_source), max_retries=0)
+
+
+def header_safe_key(key: str, source: str) -> str:
+    """The key travels in an HTTP header: a pasted curly quote, space or newline would otherwise fail
+    deep inside the HTTP library, in every sample, with an encoding error that says nothing of the key."""
+    if key.isascii() and key.isprintable() and " " not in key:
+        return key
+    raise GdpvalError(f"{source} holds a character an HTTP header cannot carry (non-ASCII, a space or a control character): set it to the key alone")
 
 
 def preflight(client: openai.OpenAI, model: str, timeout: float = PREFLIGHT_TIMEOUT_S) -> None:

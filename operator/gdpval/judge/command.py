@@ -57,7 +57,7 @@ def judge_command(
     except ValidationError as exc:
         raise GdpvalError(f"--output/--s3-*: {exc.errors()[0]['msg']}") from None
     storage = open_storage(where)
-    client = make_client(judge_base_url, key or PLACEHOLDER_KEY)
+    client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
     options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries)
