@@ -126,13 +126,18 @@ def operator_metrics(port: int) -> dict[str, Any]:
     p50, p99 = measure.histogram_quantile(buckets, 0.5), measure.histogram_quantile(buckets, 0.99)
     count = buckets.get(float("inf"), 0)
     errors = sum(s.value for s in samples if s.name == "gdpval_reconcile_errors_total")
+    retried = sum(s.value for s in samples if s.name == "gdpval_samples_retried")
+    total = sum(s.value for s in samples if s.name == "gdpval_reconcile_duration_seconds_sum")
     over_1s = count - buckets.get(1.0, 0)
     return {
         "passes": int(count),
         "p50_s": round(p50, 3) if p50 is not None else None,
         "p99_s": round(p99, 3) if p99 is not None else None,
+        "mean_s": round(total / count, 3) if count else None,
         "over_1s": int(over_1s),
+        "over_30s": int(count - buckets.get(30.0, 0)),
         "errors": int(errors),
+        "samples_retried": int(retried),
     }
 
 
@@ -167,11 +172,12 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             started = time.monotonic()
             create_runs(kube, names, bucket, minio.endpoint_url, args.parallelism)
             done = cluster.wait_states(names, ("Succeeded", "Failed"), args.timeout)
-            wall = max(done.values()) - started
-            wait_until(lambda: len(cluster.times.deleted) >= len(cluster.times.finished), 60, "every finished pod deleted", 0.5)
+            wall = (max(done.values()) if len(done) == len(names) else time.monotonic()) - started
+            if len(done) == len(names):
+                wait_until(lambda: len(cluster.times.deleted) >= len(cluster.times.finished), 60, "every finished pod deleted", 0.5)
             growth = measure.operator_requests(measure.delta(before, apiserver_requests(plane)))
             etcd_after = etcd_size(plane)
-            per_verb = measure.by_verb(growth, per=total)
+            per_verb = measure.by_verb(growth, per=total if len(done) == len(names) else max(1, len(cluster.times.finished)))
             report = {
                 "samples": args.samples,
                 "runs": args.runs,
@@ -179,7 +185,10 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "sample_seconds": args.sample_seconds,
                 "states": {name: cluster.states.get(name) for name in names} if args.runs <= 3 else _count(cluster.states.values()),
                 "wall_seconds": round(wall, 1),
-                "samples_per_second": round(total / wall, 1),
+                "timed_out": len(done) < len(names),
+                "samples_finished": len(cluster.times.finished),
+                "last_sample_finished_seconds": round(max(cluster.times.finished.values(), default=started) - started, 1),
+                "samples_per_second": round(len(cluster.times.finished) / wall, 1),
                 "api_requests_per_sample": per_verb,
                 "api_writes_per_sample": measure.writes(per_verb),
                 "api_writes_by_resource": measure.by_resource(growth),

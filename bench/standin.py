@@ -49,8 +49,8 @@ def watch_forever(list_fn: Callable[..., Any], on_event: OnEvent, stop: threadin
     while not stop.is_set():
         try:
             for event in watch.Watch().stream(list_fn, resource_version=version, timeout_seconds=30, deserialize=False, **kwargs):
-                obj = event["object"]
-                if event["type"] == "ERROR":
+                obj = event.get("object") or {}
+                if event["type"] == "ERROR" or not obj:
                     version = None
                     break
                 version = obj.get("metadata", {}).get("resourceVersion", version)
@@ -154,15 +154,21 @@ def _drain(response: Any) -> None:
     response.release_conn()
 
 
-def retrying(call: Callable[[], None], attempts: int = 5) -> None:
-    """A dropped connection (the API server under load) is retried; an API error is not."""
+def _transient(exc: Exception) -> bool:
+    """A dropped connection or an overloaded API server (etcd timeouts come back as 500): worth another try."""
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 503, 504)
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError))
+
+
+def retrying(call: Callable[[], None], attempts: int = 8) -> None:
     for attempt in range(attempts):
         try:
             return call()
-        except (urllib3.exceptions.HTTPError, ConnectionError):
-            if attempt == attempts - 1:
+        except Exception as exc:
+            if attempt == attempts - 1 or not _transient(exc):
                 raise
-            time.sleep(0.2 * (attempt + 1))
+            time.sleep(0.5 * (attempt + 1))
 
 
 def result_json(sample: str, attempt: int) -> str:
@@ -270,7 +276,7 @@ class Cluster:
         sample, attempt = meta["annotations"][n.A_SAMPLE_ID], int(meta["labels"][n.L_ATTEMPT])
         run = meta["labels"][n.L_RUN]
         folder = layout.cluster_run(self.namespace, run, meta["labels"][n.L_RUN_UID])
-        self.storage.put_text(layout.result(folder, sample, attempt), result_json(sample, attempt))
+        retrying(lambda: self.storage.put_text(layout.result(folder, sample, attempt), result_json(sample, attempt)))
         self._patch_pod_status(meta["name"], "Succeeded")
         self.times.finish(meta["name"], run, time.monotonic())
 
@@ -300,17 +306,13 @@ class Cluster:
     # --- waiting ---------------------------------------------------------------------------------
 
     def wait_states(self, runs_: list[str], states: tuple[str, ...], timeout: float) -> dict[str, float]:
-        """Block until every run is in one of `states`; the monotonic time each got there."""
+        """Block until every run is in one of `states` or `timeout` passed; the monotonic time each run got there."""
         reached: dict[str, float] = {}
         deadline = time.monotonic() + timeout
         with self.state_changed:
-            while len(reached) < len(runs_):
+            while len(reached) < len(runs_) and time.monotonic() < deadline:
                 for run in runs_:
                     if run not in reached and self.states.get(run) in states:
                         reached[run] = time.monotonic()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = {r: self.states.get(r) for r in runs_ if r not in reached}
-                    raise TimeoutError(f"runs not {'/'.join(states)} after {timeout:.0f}s: {missing}")
-                self.state_changed.wait(min(left, 1.0))
+                self.state_changed.wait(max(0.0, min(deadline - time.monotonic(), 1.0)))
         return reached
