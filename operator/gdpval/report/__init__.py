@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from gdpval.report.model import Comparison, Prices, Report, build_report, compare
@@ -12,7 +13,7 @@ from gdpval.storage import Storage, layout
 __all__ = ["Comparison", "Prices", "Report", "ReportError", "RunRecords", "build_report", "compare", "load_records", "render", "write_report"]
 
 
-def write_report(storage: Storage, run: str, others: list[str] = [], prices: Prices | None = None) -> str:  # noqa: B006 (never mutated)
+def write_report(storage: Storage, run: str, others: Sequence[str] = (), prices: Prices | None = None) -> str:
     """Write runs/<run>/report.html (compared with `others` from the same storage) and return its URI."""
     records = load_records(storage, run)
     report = build_report(records, prices)

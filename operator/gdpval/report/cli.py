@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from functools import partial
 
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from gdpval.errors import GdpvalError
@@ -72,19 +73,22 @@ def _folder_status(uri: str | None, endpoint: str | None) -> RunStatus | None:
         raise
 
 
+def _view(status: RunStatus) -> Table:
+    return bar(status.done, status.total, "\n".join(status.lines()))
+
+
 def watch(read: Callable[[], RunStatus], every: float, console: Console, once: bool) -> RunStatus:
     """Print the status; with `once` False, refresh every `every` seconds until the run has finished."""
     status = read()
     if once:
         console.print("\n".join(status.lines()), markup=False, highlight=False)
         return status
-    view: Callable[[RunStatus], Any] = lambda s: bar(s.done, s.total, "\n".join(s.lines()))  # noqa: E731
     if console.is_terminal:
-        with Live(view(status), console=console, refresh_per_second=2) as live:
+        with Live(_view(status), console=console, refresh_per_second=2) as live:
             while not status.finished:
                 time.sleep(every)
                 status = read()
-                live.update(view(status))
+                live.update(_view(status))
         return status
     shown: list[str] = []
     while True:
@@ -103,13 +107,11 @@ def status_command(output: str | None, run: str | None, gdpvalrun: str | None, n
         raise GdpvalError("give either --output with --run-name (a local folder or S3 prefix), or --gdpvalrun NAME (a run in the cluster)")
     if output and not run:
         raise GdpvalError("--run-name is required with --output")
-    read: Callable[[], RunStatus]
     if gdpvalrun:
-        read = lambda: cluster_status(gdpvalrun, namespace, endpoint)  # noqa: E731
+        read = partial(cluster_status, gdpvalrun, namespace, endpoint)
     else:
         assert output is not None and run is not None
-        storage = open_storage(OutputSettings(url=output, endpoint=endpoint))
-        read = lambda: storage_status(storage, run)  # noqa: E731
+        read = partial(storage_status, open_storage(OutputSettings(url=output, endpoint=endpoint)), run)
     return watch(read, every, Console(soft_wrap=True), once)
 
 

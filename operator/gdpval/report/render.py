@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Collection
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -60,7 +61,7 @@ def attempt_href(run: str, row: SampleRow, rest: str) -> str:
     return e(quote(posixpath.relpath(key, posixpath.dirname(layout.report(run))), safe="/"))
 
 
-def table(head: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:  # type: ignore[assignment]
+def table(head: list[str], rows: list[list[str]], numeric: Collection[int] = ()) -> str:
     """Cells are HTML already (escape before); columns in `numeric` align right."""
     th = "".join(f"<th>{h}</th>" for h in head)
     body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
@@ -73,7 +74,10 @@ def figure(label: str, value: str, note: str = "") -> str:
 
 def headline(report: Report) -> str:
     h, t = report.headline, report.headline.total
-    share = lambda n: pct(n / t.samples) if t.samples else "-"  # noqa: E731
+
+    def share(n: int) -> str:
+        return pct(n / t.samples) if t.samples else "-"
+
     figures = [
         figure("samples", str(t.samples)),
         figure("submission-ready", str(t.ready), share(t.ready)),
