@@ -148,6 +148,16 @@ def test_suspend_stops_active_pods_and_resume_starts_the_same_attempts():
     assert plan.ledger["t0-r0"] == Entry(1, Outcome.running, pods=2) and plan.ledger["t1-r0"].outcome == Outcome.succeeded
 
 
+def test_a_resumed_run_restarts_a_bounded_number_of_paused_samples_a_pass():
+    many = tuple(f"s{i:03d}-r0" for i in range(120))
+    paused = {s: Entry(1, Outcome.paused) for s in many}
+    o = obs(samples=many, ledger=paused, spec=spec(parallelism=120))
+    wanted = needed_probes(o)
+    assert len(wanted) == MAX_CREATES_PER_PASS, "probes, then pods, for one pass's share of the paused samples"
+    plan = decide(replace(o, probes={w: Probe() for w in wanted}))
+    assert plan.create_pods == wanted and plan.requeue_after(NOW) == 1.0, "the rest in the next passes"
+
+
 def test_a_pass_creates_a_bounded_number_of_pods():
     many = tuple(f"s{i}-r0" for i in range(500))
     plan = decide(obs(samples=many, spec=spec(parallelism=300)))

@@ -43,7 +43,7 @@ from gdpval.agent.transcript import Transcript
 from gdpval.controller import ledger
 from gdpval.controller import manifests as m
 from gdpval.controller import names as n
-from gdpval.controller.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
 from gdpval.controller.status import blocked_status, status_patch
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
@@ -296,6 +296,16 @@ def test_cr_status(message, text):
     assert ready.message == json_equal(message[:1024])
     if not re.search("[\ud800-\udfff]", message):
         assert back == status
+
+
+@PROFILE
+@given(sector=NAME, other=NAME)
+@example(sector="Ünïcode \u2028 sector", other="\x00\u202e")
+def test_cr_status_sector_counts(sector, other):
+    """status.sectors is keyed by the dataset's sector names, whatever their text."""
+    status = GdpvalRunStatus(state="Running", sectors={sector: SectorCounts(total=3, succeeded=1), other: SectorCounts(total=1, failed=1)})
+    back = GdpvalRunStatus.model_validate(kube_wire({"status": status_patch(status)})["status"])
+    assert back.sectors == status.sectors
 
 
 @PROFILE

@@ -158,17 +158,22 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
 
     An in-flight entry waiting out a refused create has no pod and nothing in S3 (it was probed
     before that create): probing it on every pass of the backoff would only cost calls. Nor is a
-    paused one probed while the run stays suspended: it is, once, when the run resumes.
+    paused one probed while the run stays suspended: it is, once, when the run resumes, and at
+    most `MAX_CREATES_PER_PASS` of them a pass (each may become a pod).
     """
     wanted: list[tuple[str, int]] = []
     present = {(p.sample, p.attempt) for p in _sample_pods(obs)}
     for pod in _sample_pods(obs):
         if pod.terminal and _is_current(obs.ledger.get(pod.sample), pod):
             wanted.append((pod.sample, pod.attempt))
+    resumed = 0
     for sample, entry in sorted(obs.ledger.items()):
-        waiting = entry.outcome == Outcome.paused and obs.spec.suspend
-        if not entry.ended_attempt and not waiting and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
+        paused = entry.outcome == Outcome.paused
+        if paused and (obs.spec.suspend or resumed >= MAX_CREATES_PER_PASS):
+            continue
+        if not entry.ended_attempt and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
+            resumed += paused
     return list(dict.fromkeys(wanted))
 
 
@@ -296,6 +301,8 @@ def _record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
         if _create_backoff(obs, plan, sample):
             continue
         probe = obs.probes.get((sample, entry.attempt))
+        if probe is None and entry.outcome == Outcome.paused and not suspended:
+            plan.wake_at.append(obs.now)  # left for the next pass by the per-pass bound
         if probe is None or probe.pod_exists:
             continue
         if probe.committed is not None or probe.has_files:
