@@ -43,7 +43,7 @@ CTR_SOCK="$CTRD/containerd.sock"
 # Sysctls that the CNI bridge (ip_forward), the kubelet (vm.*, kernel.*) or we change.
 SYSCTLS=(net.ipv4.ip_forward fs.inotify.max_user_instances fs.inotify.max_user_watches
          vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-         kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+         kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.bridge.bridge-nf-call-iptables)
 # Host paths that components create outside $WORKDIR; removed on down unless they existed before.
 HOST_PATHS=(/var/lib/cni /var/log/containers /var/log/pods /run/containerd /opt/containerd
             /etc/kubernetes /var/lib/kubelet)
@@ -169,6 +169,9 @@ setup_network() {
   ipt_ensure iptables nat PREROUTING -i "$BRIDGE" -d "$KUBERNETES_SVC_IP/32" -p tcp --dport 443 \
     -j DNAT --to-destination "$NODE_IP:$API_PORT"
   sysctl -qw fs.inotify.max_user_instances=8192
+  # Pod-to-pod traffic on the bridge passes iptables, so policies hold between pods too.
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null ||
+    log "warning: no br_netfilter in this kernel: NetworkPolicies do not hold between pods"
   mkdir -p "$CNI_DIR/net.d" "$CNI_DIR/ipam"
   cat >"$CNI_DIR/net.d/10-bridge.conflist" <<EOF
 {
