@@ -425,6 +425,18 @@ def test_suspend_parallelism_and_prepare_failure(env):
     assert failed["reason"] == "PrepareFailed" and "kubectl logs job/" in failed["message"]
 
 
+def test_suspend_reaches_the_running_job(env):
+    """A run suspended while its prepare Job runs suspends that Job (the Job controller stops its pod), and resumes it."""
+    name = "pausedprep"
+    env.create(name)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    env.patch(name, {"suspend": True})
+    _wait(lambda: env.jobs(name)["prepare"].spec.suspend is True and env.status(name).get("state") == "Suspended", 30, "the Job suspended with the run")
+    env.patch(name, {"suspend": False})
+    _wait(lambda: env.jobs(name)["prepare"].spec.suspend is False and env.status(name).get("state") == "Preparing", 30, "the Job resumed with the run")
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
 def test_a_failed_run_is_finished_and_deleted_after_its_ttl(env):
     """`kubectl wait --for=condition=Finished` returns on failure too; ttlSecondsAfterFinished then deletes the run."""
     name = "shortlived"

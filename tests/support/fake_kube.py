@@ -202,6 +202,14 @@ class FakeKube(Kube):
         self.jobs.pop((namespace, name), None)
 
     @_call
+    def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        """As the Job controller does: a suspended Job has no active pod."""
+        job = self.jobs.get((namespace, name))
+        if job is not None:
+            job["spec"]["suspend"] = suspend
+            job["status"]["active"] = 0 if suspend else 1
+
+    @_call
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
         self.network_policies[_key(manifest)] = copy.deepcopy(dict(manifest))
 

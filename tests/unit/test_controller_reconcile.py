@@ -148,6 +148,18 @@ def test_suspend_stops_active_pods_and_resume_starts_the_same_attempts():
     assert plan.ledger["t0-r0"] == Entry(1, Outcome.running, pods=2) and plan.ledger["t1-r0"].outcome == Outcome.succeeded
 
 
+def test_suspend_reaches_a_running_job_and_leaves_finished_ones():
+    running = job("prepare", active=1)
+    plan = decide(obs(samples=None, jobs={"prepare": running}, spec=spec(suspend=True)))
+    assert plan.suspend_jobs == [(running.name, True)] and plan.state == "Suspended" and "prepare Job" in plan.message
+    stopped = replace(running, active=0, suspended=True)
+    assert decide(obs(samples=None, jobs={"prepare": stopped}, spec=spec(suspend=True))).suspend_jobs == []
+    resumed = decide(obs(samples=None, jobs={"prepare": stopped}))
+    assert resumed.suspend_jobs == [(running.name, False)] and resumed.state == "Preparing"
+    done = {s: Entry(1, Outcome.succeeded, ended=int(NOW)) for s in SAMPLES}
+    assert decide(obs(ledger=done, jobs={"assemble": job("assemble", succeeded=True)}, spec=spec(suspend=True))).suspend_jobs == []
+
+
 def test_a_resumed_run_restarts_a_bounded_number_of_paused_samples_a_pass():
     many = tuple(f"s{i:03d}-r0" for i in range(120))
     paused = {s: Entry(1, Outcome.paused) for s in many}

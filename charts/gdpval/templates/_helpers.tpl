@@ -110,9 +110,10 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete"]
+# patch: spec.suspend of a run's Job follows the run's.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
 # The run's ledger.
 - apiGroups: [""]
   resources: ["configmaps"]

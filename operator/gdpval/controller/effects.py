@@ -66,6 +66,8 @@ class Effects:
             self.kube.delete_pod(ctx.namespace, name)
         for name in plan.delete_jobs:
             self.kube.delete_job(ctx.namespace, name)
+        for name, suspend in plan.suspend_jobs:
+            self.kube.suspend_job(ctx.namespace, name, suspend)
         if plan.network_policy and not memory.network_policy:
             self._ensure_network_policy(ctx, plan)
             memory.network_policy = True

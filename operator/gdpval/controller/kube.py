@@ -157,6 +157,14 @@ class Kube:
     def delete_job(self, namespace: str, name: str) -> None:
         _delete(self.batch.delete_namespaced_job, namespace, name, self.timeout)
 
+    def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        """Set the Job's spec.suspend (the Job controller stops or restarts its pod); a Job gone is fine."""
+        try:
+            self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": suspend}}, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def ensure_network_policy(self, manifest: Mapping[str, Any]) -> None:
         """Create it, or bring an existing one to `manifest` (endpoint addresses resolved again after a restart)."""
         meta = manifest["metadata"]

@@ -66,6 +66,7 @@ class JobView:
     failed: bool
     message: str
     created: float
+    suspended: bool = False  # spec.suspend: the Job controller stopped its pods
 
 
 def _statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -164,4 +165,5 @@ def parse_job(body: Mapping[str, Any]) -> JobView:
         failed=failed is not None,
         message=(failed or {}).get("message", "") or (failed or {}).get("reason", ""),
         created=parse_time(meta.get("creationTimestamp")),
+        suspended=bool((body.get("spec") or {}).get("suspend")),
     )

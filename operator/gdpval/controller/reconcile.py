@@ -129,6 +129,7 @@ class Plan:
     deleting: set[str] = field(default_factory=set, repr=False)  # delete_pods as a set: one check per pod, not a scan
     create_jobs: list[str] = field(default_factory=list)
     delete_jobs: list[str] = field(default_factory=list)
+    suspend_jobs: list[tuple[str, bool]] = field(default_factory=list)  # (Job, its spec.suspend) to set
     network_policy: bool = False
     delete_run: bool = False  # the finished run's ttlSecondsAfterFinished is over
     notes: list[Note] = field(default_factory=list)
@@ -546,7 +547,19 @@ def decide(obs: Observed) -> Plan:
         _fail(obs, plan, "DeadlineExceeded", f"the run exceeded spec.deadlineSeconds ({obs.spec.deadline_seconds}s)")
     if plan.state in TERMINAL_STATES:
         _cleanup_jobs(obs, plan)
+    else:
+        _suspend_jobs(obs, plan)
     return plan
+
+
+def _suspend_jobs(obs: Observed, plan: Plan) -> None:
+    """spec.suspend reaches an unfinished Job as the Job's own suspend: its pod stops, and it goes on when unset."""
+    want = obs.spec.suspend
+    for job in obs.jobs.values():
+        if not (job.succeeded or job.failed) and job.suspended != want:
+            plan.suspend_jobs.append((job.name, want))
+        if want and not (job.succeeded or job.failed) and plan.state not in ("Running", "Suspended"):
+            plan.state, plan.reason, plan.message = "Suspended", "Suspended", f"the {job.component} Job {job.name} is suspended"
 
 
 def _settled(obs: Observed, plan: Plan) -> Plan:
