@@ -1,0 +1,202 @@
+"""Sample pod created -> first model request, on the real local cluster (hack/README.md).
+
+One GdpvalRun over the 12-task sample (repeated to reach --samples) with the project images already
+imported and the reference files staged from MinIO by the pod's init container, the operator as a
+process, the scripted fake model behind a recorder. The recorder forwards every connection and notes
+when each pod IP first connects; a pod's figure is that time minus when its ADDED event arrived.
+Uses the cluster as the tests do: brought up if it is down (never stopped), under the users' shared lock.
+
+Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import secrets
+import socket
+import socketserver
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "cluster")]
+
+from bench import measure  # noqa: E402
+from bench.standin import watch_forever  # noqa: E402
+from kubernetes import client, config  # noqa: E402
+from operator_support import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
+
+from conftest import ClusterUsers  # noqa: E402
+from gdpval.controller import names as n  # noqa: E402
+from gdpval.fakemodel.server import start_background  # noqa: E402
+from infra import cluster as local_cluster  # noqa: E402
+from infra.minio import MinioServer  # noqa: E402
+from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
+
+SAMPLE_TASKS = 12
+
+
+class Recorder(socketserver.ThreadingTCPServer):
+    """A TCP forwarder to the model that notes each connection's client IP and arrival time."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.connections: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+        super().__init__((host, 0), _Forward)
+
+    def first_after(self, ip: str, since: float) -> float | None:
+        with self.lock:
+            return min((t for t, peer in self.connections if peer == ip and t >= since), default=None)
+
+
+class _Forward(socketserver.BaseRequestHandler):
+    server: Recorder
+
+    def handle(self) -> None:
+        with self.server.lock:
+            self.server.connections.append((time.time(), self.client_address[0]))
+        with socket.create_connection(self.server.upstream) as upstream:
+            back = threading.Thread(target=_pump, args=(upstream, self.request), daemon=True)
+            back.start()
+            _pump(self.request, upstream)
+            back.join()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class PodsSeen:
+    """When each sample pod's ADDED event arrived (wall clock, as the pods' own timestamps), its IP
+    once it has one, and its last status."""
+
+    def __init__(self) -> None:
+        self.added: dict[str, float] = {}
+        self.ips: dict[str, str] = {}
+        self.last: dict[str, dict[str, Any]] = {}
+
+    def on_event(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        if meta.get("labels", {}).get(n.L_COMPONENT) != n.COMPONENT_SAMPLE:
+            return
+        self.added.setdefault(meta["name"], time.time())
+        if kind != "DELETED":
+            self.last[meta["name"]] = pod
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip:
+            self.ips[meta["name"]] = ip
+
+
+def steps(marks: list[dict[str, float]]) -> dict[str, float | None]:
+    """The median second after creation at which pods reached each step of their start."""
+    names = dict.fromkeys(step for mark in marks for step in mark)
+    return {step: round(measure.percentile([m[step] for m in marks if step in m], 50) or 0.0, 3) for step in names}
+
+
+def selection(samples: int) -> tuple[int, int]:
+    """(limit, repeats) over the 12-task sample giving at least `samples` samples."""
+    repeats = math.ceil(samples / SAMPLE_TASKS)
+    return math.ceil(samples / repeats), repeats
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    users = ClusterUsers()
+    cluster = local_cluster.bring_up()
+    namespace = f"gdpval-bench-{secrets.token_hex(3)}"
+    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
+    images = (cluster.images["operator"], cluster.images["sandbox-slim"])
+    limit, repeats = selection(args.samples)
+    stop = threading.Event()
+    with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
+        recorder = Recorder(cluster.node_ip, ("127.0.0.1", model.port))
+        threading.Thread(target=recorder.serve_forever, daemon=True).start()
+        install_crd(kube)
+        restricted_namespace(kube, minio)
+        bucket = "bench"
+        minio.client().create_bucket(Bucket=bucket)
+        upload_tree(minio.client(), bucket, "dataset", make_standin_dataset(sample_dataset_path(), workdir / "dataset"))
+        seen = PodsSeen()
+        core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+        threading.Thread(
+            target=watch_forever,
+            args=(core.list_namespaced_pod, seen.on_event, stop),
+            kwargs={"namespace": namespace, "label_selector": n.MANAGED_SELECTOR},
+            daemon=True,
+        ).start()
+        operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
+        try:
+            manifest = run_manifest(
+                "startup",
+                namespace,
+                model_url=f"http://{cluster.node_ip}:{recorder.server_address[1]}/v1",
+                dataset=f"s3://{bucket}/dataset",
+                output_url=f"s3://{bucket}/out",
+                endpoint=minio.endpoint_url,
+                images=images,
+                parallelism=args.parallelism,
+                selection={"limit": limit, "repeats": repeats},
+            )
+            kube.apply(manifest)
+            done = kube.run(
+                "wait", "--for=jsonpath={.status.state}=Succeeded", "gdpvalrun/startup", f"--timeout={args.timeout}s", check=False, timeout=args.timeout + 30
+            )
+            status = kube.run_status("startup")
+            if done.returncode != 0:
+                raise RuntimeError(f"the run did not succeed: {status}\n--- operator log ---\n{operator.logs()[-3000:]}")
+        finally:
+            stop.set()
+            operator.stop()
+            recorder.shutdown()
+            kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+            users.release()
+    firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.added[pod])) is not None}
+    delays = [first - seen.added[pod] for pod, first in firsts.items()]
+    return {
+        "samples": limit * repeats,
+        "parallelism": args.parallelism,
+        "pods": len(seen.added),
+        "measured": len(delays),
+        "created_to_first_model_request": {
+            "p50_s": round(measure.percentile(delays, 50) or 0, 3),
+            "p99_s": round(measure.percentile(delays, 99) or 0, 3),
+            "max_s": round(max(delays, default=0), 3),
+        },
+        "steps_p50_s": steps([measure.startup_marks(seen.last[pod], first) for pod, first in firsts.items()]),
+        "run": {"state": status.get("state"), "progress": status.get("progress")},
+        "images": {"agent": images[0], "sandbox": images[1]},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--parallelism", type=int, default=5, help="spec.parallelism: sample pods starting at once")
+    parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gdpval-bench-startup-") as tmp:
+        report = bench(args, Path(tmp))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        figure = report["created_to_first_model_request"]
+        print(f"{report['measured']} pods: created -> first model request p50 {figure['p50_s']} s, p99 {figure['p99_s']} s")
+
+
+if __name__ == "__main__":
+    main()
