@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 from test_network_policy import BYSTANDER_PORT, METADATA, addr, bystander, endpoint, model_control, node_listener, probe  # noqa: F401  (fixtures)
@@ -116,3 +117,21 @@ def test_network_on_sample_reaches_everything_but_the_metadata_address(env, byst
     assert policy["spec"]["podSelector"]["matchLabels"] == {n.L_RUN_UID: pod["metadata"]["labels"][n.L_RUN_UID], n.L_COMPONENT: n.COMPONENT_SAMPLE}
     assert got == {addr(t): "open" for t in (model, s3, *others)} | {addr(METADATA): "blocked"}
     env.wait_condition(name, "Succeeded")
+
+
+def test_a_sample_writing_past_its_disk_is_evicted_by_the_kubelet(env):  # noqa: F811
+    """The model fills /workspace past spec.sandbox.diskMiB: the kubelet's eviction manager measures
+    the emptyDir against its sizeLimit and evicts the pod, naming the volume."""
+    fill = {"bash": "head -c 200M /dev/zero > /workspace/fill; sleep 170"}
+    name = env.submit("disk", selection={"limit": 1}, sandbox={"diskMiB": 64}, model={"extraBody": {"fake_script": [fill]}})
+    started = time.monotonic()
+
+    def eviction() -> dict | None:
+        """The kubelet's Event on the pod: it outlives the pod, which the operator replaces at once."""
+        listed = env.kube.get("events") or {}
+        return next((e for e in listed.get("items", []) if e.get("reason") == "Evicted" and e["involvedObject"]["name"].startswith(name)), None)
+
+    event = wait_until(eviction, 240, "the kubelet to evict the sample pod")
+    print(f"evicted {time.monotonic() - started:.0f}s after the run was created: {event['message']}")
+    assert "workspace" in event["message"] and "64Mi" in event["message"], event
+    env.kube.run("delete", "gdpvalrun", name, "--wait=false")
