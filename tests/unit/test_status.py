@@ -9,7 +9,7 @@ from rich.console import Console
 
 from gdpval.report.cli import storage_status, watch
 from gdpval.report.records import load_records
-from gdpval.report.status import from_cluster, from_records
+from gdpval.report.status import Failure, RunStatus, from_cluster, from_records
 from gdpval.runner.progress import Progress, Tally
 from gdpval.sample import ErrorKind
 from gdpval.storage import layout
@@ -79,6 +79,11 @@ def test_cluster_status_object():
     assert [(s.name, s.total, s.done, s.failed) for s in status.sectors] == [("Finance", 7, 2, 0), ("Health", 5, 3, 1)]
     assert "storage s3://b/p/runs/gdpval.demo-1234abcd" in status.lines() and not status.finished
     assert from_cluster({**obj, "status": {**obj["status"], "state": "Succeeded"}}, None).finished
+    failure = Failure(sample_id="x-r0", sector="Health", reason="deadline", error="late")
+    folder = RunStatus(source="s3://b/p/runs/gdpval.demo-1234abcd", run="gdpval.demo-1234abcd", done=7, pace_s=10.0, failures=[failure])
+    read = from_cluster(obj, folder)
+    assert (read.done, read.eta_s, read.failures) == (5, 70.0, [failure])  # the status's counts at the folder's pace
+    assert not [line for line in read.lines() if "not readable" in line]
 
 
 def test_run_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):

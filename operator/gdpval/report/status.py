@@ -44,6 +44,7 @@ class RunStatus(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     eta_s: float | None = None
+    pace_s: float | None = None  # seconds of run time per finished sample, from the folder's results
     sectors: list[SectorProgress] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -90,17 +91,20 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
             )
     status.sectors = sorted(sectors.values(), key=lambda s: s.name)
     status.failures = sorted(failures, key=lambda f: -f.finished_at)[:LATEST_FAILURES]
-    status.eta_s = _eta(records, status, now)
+    status.pace_s = _pace(records, status.done, now)
+    status.eta_s = eta(status.pace_s, status.total - status.done)
     return status
 
 
-def _eta(records: RunRecords, status: RunStatus, now: float) -> float | None:
-    """Time left at the pace of the samples committed so far (from the first start to now)."""
+def _pace(records: RunRecords, done: int, now: float) -> float | None:
+    """Run time per finished sample so far (from the first start to now)."""
     starts = [r.started_at for r in records.results.values() if r.started_at > 0]
-    left = status.total - status.done
-    if not starts or left <= 0 or status.done == 0:
-        return None
-    return max(0.0, now - min(starts)) / status.done * left
+    return max(0.0, now - min(starts)) / done if starts and done else None
+
+
+def eta(pace: float | None, left: int) -> float | None:
+    """Time left at that pace; none before the first sample finished or after the last."""
+    return pace * left if pace is not None and left > 0 else None
 
 
 def from_cluster(obj: dict[str, Any], folder: RunStatus | None) -> RunStatus:
@@ -126,7 +130,7 @@ def from_cluster(obj: dict[str, Any], folder: RunStatus | None) -> RunStatus:
         output_tokens=int(tokens.get("output", 0)),
         sectors=sectors or (folder.sectors if folder else []),
         failures=folder.failures if folder else [],
-        eta_s=folder.eta_s if folder else None,
+        eta_s=eta(folder.pace_s, total - succeeded - failed) if folder else None,  # the folder's pace, the status's counts
     )
     uris = [f"{label} {st[key]}" for label, key in (("storage", "storageURI"), ("submission", "submissionURI"), ("report", "reportURI")) if st.get(key)]
     unread = folder is None and status.state not in ("Pending", "Preparing") and bool(st.get("storageURI"))
