@@ -82,11 +82,19 @@ def scratch(tmp_path: Path) -> dict[str, str]:
 
 
 def sandboxes_of(tmp_path: Path) -> list[str]:
-    """Live processes (bubblewrap or tool server) whose command line names this test's scratch folder.
+    """Live processes (bubblewrap, or an unisolated tool server) started in a workspace under this test's scratch
+    folder: their working folder is there (a root runner's bubblewrap names only its view of the workspace).
 
     Zombies are left out: they are dead, only not yet reaped (this machine's PID 1 reaps slowly or never).
     """
-    pids = subprocess.run(["pgrep", "-f", str(tmp_path / "scratch")], capture_output=True, text=True).stdout.split()
+    scratch = str(tmp_path / "scratch") + "/"
+    pids = []
+    for pid in (entry for entry in os.listdir("/proc") if entry.isdigit()):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(scratch):
+                pids.append(pid)
+        except OSError:
+            continue
     return [pid for pid in pids if _state(pid) not in ("Z", "X", "")]
 
 

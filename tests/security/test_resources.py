@@ -135,7 +135,7 @@ def test_a_killed_runners_workspace_disk_is_swept(tmp_path: Path) -> None:
     """A runner killed before it unmounted leaves its loop mount; the next runner's first disk removes it."""
     assert limits.loop_disk_support() == "", "this suite runs as root, where the workspace disk is a loop mount"
     runtime = Path(tempfile.mkdtemp(prefix=limits.RUNTIME_PREFIX))
-    mountpoint = tmp_path / "workspace"
+    mountpoint = tmp_path / "wörk\tspace\u2028\\040 \udcff"  # mountinfo escapes the tab, space and backslash; the rest is raw bytes
     mountpoint.mkdir()
     limits.LoopDisk(runtime / limits.IMAGE_FILE, mountpoint, 64 * 1024 * 1024)
     dead = subprocess.Popen(["true"])

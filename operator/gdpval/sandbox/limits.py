@@ -20,6 +20,7 @@ import errno
 import fcntl
 import functools
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -47,6 +48,8 @@ LOOP_CONFIG_SIZE = 8 + 232 + 64  # fd, block_size, struct loop_info64, reserved
 LO_FLAGS_OFFSET = 8 + 52
 LO_FLAGS_AUTOCLEAR = 4
 MS_NOSUID, MS_NODEV, MS_NOATIME = 2, 4, 1024
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+CLONE_NEWNS = 0x00020000  # <sched.h>
 MNT_DETACH = 2
 MAX_INODES = 262_144  # files and folders of one workspace
 INODE_RATIO = 16_384  # ext4's default bytes per inode, for small disks
@@ -299,7 +302,7 @@ class LoopDisk:
         _sparse_copy(_template(size), image)
         device, loop = _attach_loop(image)
         try:
-            if _libc().mount(device.encode(), str(mountpoint).encode(), b"ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, None) != 0:
+            if libc().mount(os.fsencode(device), os.fsencode(mountpoint), b"ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, None) != 0:
                 raise OSError(ctypes.get_errno(), f"mounting {device} on {mountpoint}")
         finally:
             os.close(loop)  # autoclear: once unmounted, nothing holds the device and it frees itself
@@ -308,12 +311,12 @@ class LoopDisk:
     def remove(self) -> None:
         """Detach the mount (the loop device clears itself when its last user is gone) and delete the image."""
         if os.path.ismount(self.mountpoint):
-            _libc().umount2(str(self.mountpoint).encode(), MNT_DETACH)
+            libc().umount2(os.fsencode(self.mountpoint), MNT_DETACH)
         self.image.unlink(missing_ok=True)
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -325,12 +328,7 @@ def _template(size: int) -> Path:
     No journal, no reserve, no online-resize inode, inode tables initialised lazily: it holds under
     2 MB of data whatever its size, so copying it is cheap.
     """
-    for stale in Path(tempfile.gettempdir()).glob(f"{TEMPLATE_PREFIX}*"):
-        try:
-            if not _alive(int((stale / OWNER_FILE).read_text())):
-                shutil.rmtree(stale, ignore_errors=True)
-        except (OSError, ValueError):
-            continue
+    remove_orphans(Path(tempfile.gettempdir()), TEMPLATE_PREFIX)
     folder = Path(tempfile.mkdtemp(prefix=TEMPLATE_PREFIX))
     atexit.register(shutil.rmtree, folder, True)
     (folder / OWNER_FILE).write_text(str(os.getpid()))
@@ -339,6 +337,16 @@ def _template(size: int) -> Path:
         fh.truncate(size)
     _run([MKFS, "-q", "-F", "-m", "0", "-N", str(min(MAX_INODES, size // INODE_RATIO)), "-O", "^has_journal,^resize_inode", "-E", MKFS_OPTIONS, str(image)])
     return image
+
+
+def remove_orphans(base: Path, prefix: str) -> None:
+    """Remove the folders `<base>/<prefix>*` whose owner file names a process that is gone (a killed runner's)."""
+    for stale in base.glob(f"{prefix}*"):
+        try:
+            if not _alive(int((stale / OWNER_FILE).read_text())):
+                shutil.rmtree(stale, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
 
 
 def _sparse_copy(src: Path, dest: Path) -> None:
@@ -404,19 +412,19 @@ def _alive(pid: int) -> bool:
 @functools.cache
 def sweep_orphan_disks() -> None:
     """Unmount workspace images whose runner is gone (killed before its sandboxes stopped); once per process."""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
+    for line in os.fsdecode(Path("/proc/self/mountinfo").read_bytes()).split("\n"):  # a path may hold any bytes but these escapes
+        fields = line.split(" ")
         source = fields[fields.index("-") + 2] if "-" in fields else ""
         if not source.startswith("/dev/loop"):
             continue
         try:
-            image = Path(Path(f"/sys/block/{Path(source).name}/loop/backing_file").read_text().strip())
+            image = Path(os.fsdecode(Path(f"/sys/block/{Path(source).name}/loop/backing_file").read_bytes()).removesuffix("\n"))
             owner = int((image.parent / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue
         if image.name == IMAGE_FILE and image.parent.name.startswith(RUNTIME_PREFIX) and not _alive(owner):
-            mountpoint = fields[4].replace("\\040", " ")
-            _libc().umount2(mountpoint.encode(), MNT_DETACH)
+            mountpoint = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # the kernel's octal escapes
+            libc().umount2(os.fsencode(mountpoint), MNT_DETACH)
             shutil.rmtree(image.parent, ignore_errors=True)
 
 

@@ -11,6 +11,15 @@ The tool server always listens on a unix socket that this process creates in a p
 the network namespace cut, no port has to be picked, other sandboxes cannot reach it, and the
 socket has no path inside the sandbox for the model to delete.
 
+As root, bubblewrap's user namespace would map the sandbox's uid to host root: all capabilities
+are dropped, but plain file permissions would let a command read root-only files such as
+/etc/shadow. So a root runner's sandboxes run as an unprivileged host uid and gid instead
+(GDPVAL_SANDBOX_UID, `uid` or `uid:gid`, default 65533): the sample's cgroup is joined as root, then
+setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, references they could
+not read are copied readable, and the sources bubblewrap binds are reached through a view (see
+_spawn_in_view), since that uid cannot walk root's private folders. A non-root runner's sandboxes
+run as its own uid.
+
 bubblewrap's --die-with-parent fires when the *thread* that forked it exits, so every server is
 forked by one spawner thread that lives as long as the process: sandboxes can be started from
 short-lived threads and still die with the runner.
@@ -18,6 +27,7 @@ short-lived threads and still die with the runner.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
@@ -26,19 +36,37 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 from gdpval import contract
+from gdpval.errors import GdpvalError
 from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
-from gdpval.sandbox.limits import IMAGE_FILE, RUNTIME_PREFIX, Limits, LoopDisk, SampleCgroup, cgroup_support, loop_disk_support
+from gdpval.sandbox.limits import (
+    CLONE_NEWNS,
+    IMAGE_FILE,
+    MS_BIND,
+    MS_PRIVATE,
+    MS_REC,
+    OWNER_FILE,
+    RUNTIME_PREFIX,
+    Limits,
+    LoopDisk,
+    SampleCgroup,
+    cgroup_support,
+    libc,
+    loop_disk_support,
+    remove_orphans,
+)
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
 from gdpval.sandbox.runtime import Runtime, root_binds
 
@@ -48,19 +76,61 @@ log = logging.getLogger(__name__)
 
 BWRAP = "/usr/bin/bwrap"
 TOOLSERVER = Path(__file__).with_name("toolserver.py")
+SETPRIV = "/usr/bin/setpriv"
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
 STOP_GRACE_S = 3.0
-SANDBOX_UID = 1000  # who commands run as inside; files they write belong to the runner's uid on the host
+SANDBOX_UID = 1000  # who commands run as inside; on the host, the runner's uid, or a root runner's sandbox owner
+OWNER_ENV = "GDPVAL_SANDBOX_UID"
+DEFAULT_OWNER = 65533  # Debian reserves 65000-65533 and systemd allocates none of 65520-65533: no account has it
+VIEW_PREFIX = "gdpval-view-"
+VIEW_BASE = "/tmp"  # not TMPDIR: the view's own path must be walkable by the dropped uid
 
 
-def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None, system: Runtime) -> list[str]:
-    """Namespaces and privileges: a user namespace whose one uid maps to the runner's, so the
-    sandbox holds no capability on the host even when the runner is root; no capability inside it
+class SandboxOwnerError(GdpvalError):
+    """GDPVAL_SANDBOX_UID does not name an unprivileged uid (and gid)."""
+
+
+def parse_owner(text: str) -> tuple[int, int]:
+    """The host uid and gid `uid` or `uid:gid` names; root and the kernel's reserved -1 and -2 are refused."""
+    parts = text.strip().split(":")
+    ids = [int(part) for part in parts if part.isdigit()]
+    if len(ids) != len(parts) or len(ids) not in (1, 2) or not all(0 < i < 2**32 - 2 for i in ids):
+        raise SandboxOwnerError(f"{OWNER_ENV}={text!r}: give `uid` or `uid:gid` of an unprivileged, unused account (default {DEFAULT_OWNER})")
+    return ids[0], ids[-1]
+
+
+def sandbox_owner() -> tuple[int, int] | None:
+    """The host uid and gid a root runner's sandboxes drop to; None for a non-root runner (its own uid is unprivileged)."""
+    if os.geteuid() != 0:
+        return None
+    return parse_owner(os.environ.get(OWNER_ENV) or str(DEFAULT_OWNER))
+
+
+def readable_by(st: os.stat_result, uid: int, gid: int) -> bool:
+    """Whether a file of this status is readable by uid:gid (no capabilities, no supplementary groups)."""
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IRUSR)
+    if st.st_gid == gid:
+        return bool(st.st_mode & stat.S_IRGRP)
+    return bool(st.st_mode & stat.S_IROTH)
+
+
+def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
+    """`argv` run as `owner` (uid, gid, no supplementary groups) when given: setpriv is run by root, not setuid."""
+    if owner is None:
+        return argv
+    uid, gid = owner
+    return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
+
+
+def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None, system: Runtime, root: str | None = None) -> list[str]:
+    """Namespaces and privileges: a user namespace whose one uid maps to the uid bubblewrap runs as
+    (the runner's, or a root runner's sandbox owner), so the sandbox holds no capability on the host; no capability inside it
     either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp of
     `tmp_bytes`. Without a filter (benchmarks only) none of that hardening is applied. The system
-    folders come read-only from `system` (the host's, or an unpacked image's)."""
+    folders come read-only from `system` (the host's, or an unpacked image's, found at `root` if given)."""
     args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
     if seccomp_fd is not None:
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
@@ -68,7 +138,7 @@ def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None
     if not network:
         args.append("--unshare-net")
     size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
-    return args + root_binds(system) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
 
 
 def _pipe_holding(data: bytes) -> int:
@@ -86,11 +156,14 @@ def bwrap_status() -> tuple[bool, str]:
     """Whether bubblewrap really works here (a trial sandbox runs `true`), and why not."""
     if not os.access(BWRAP, os.X_OK):
         return False, f"{BWRAP} not found (Debian package: bubblewrap)"
+    if os.geteuid() == 0 and not os.access(SETPRIV, os.X_OK):
+        return False, f"{SETPRIV} not found (Debian package: util-linux), needed to drop root for sandboxes"
     try:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
     argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().memory_bytes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
+    argv = _dropping(argv, sandbox_owner())
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -124,6 +197,43 @@ def _checked_references(references: dict[str, Path]) -> dict[str, Path]:
 def _spawner() -> ThreadPoolExecutor:
     """The one long-lived thread that forks sandboxes (see the module docstring)."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdpval-sandbox-spawner")
+
+
+_host_mounts: list[int] = []  # the spawner thread's descriptor of the host's mount namespace, once it left it
+
+
+def _check(result: int, call: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{call}: {os.strerror(ctypes.get_errno())}")
+
+
+def _spawn_in_view(binds: list[tuple[str, str]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """In the spawner thread: start `popen` in a private copy of the host's mount namespace where each
+    source is bound on its place in the view; the thread then returns to the host's namespace, and the
+    copy lives as long as the sandbox. The binds never reach the host, and a killed runner leaves none.
+
+    A mount namespace is per thread, so the rest of the runner (the sample threads that mount workspace
+    disks, collect deliverables) stays in the host's; a fresh copy per sandbox sees the disks mounted
+    since. bubblewrap binds the view's paths as the dropped uid, which could not walk to the sources.
+    """
+    if not binds:
+        return popen()
+    if not _host_mounts:
+        _host_mounts.append(os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+    _check(libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    try:
+        _check(libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the sandbox's mounts private")
+        for source, place in binds:
+            _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
+        return popen()
+    finally:
+        _check(libc().setns(_host_mounts[0], CLONE_NEWNS), "returning to the host's mount namespace")
+
+
+@functools.cache
+def _remove_orphan_views() -> None:
+    """The views a killed runner left (empty places, and copies only their uid may read); once per process."""
+    remove_orphans(Path(VIEW_BASE), VIEW_PREFIX)
 
 
 def _marked_pids(marker: bytes) -> list[int]:
@@ -192,6 +302,9 @@ class LocalSandbox:
         self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
         self._cgroup: SampleCgroup | None = None
         self._disk: LoopDisk | None = None
+        self.owner = sandbox_owner() if self.isolated and self.harden else None
+        self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
+        self._binds: list[tuple[str, str]] = []  # (host source, its place in the view)
 
     @staticmethod
     def _choose_isolation(isolation: Isolation) -> tuple[bool, str]:
@@ -278,21 +391,65 @@ class LocalSandbox:
             MARKER_ENV: self._id,
         }
 
+    def _view_path(self, name: str) -> Path:
+        if self._view is None:
+            raise SandboxUnavailable("the sandbox's view has not been prepared")
+        return self._view / name
+
+    def _source(self, host: Path, name: str) -> str:
+        """Where bubblewrap finds `host`: in the view when privileges are dropped (see _prepare_view), else itself."""
+        return str(self._view_path(name) if self.owner is not None else host)
+
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
         tmp_bytes = self.limits.memory_bytes if self.harden else None
-        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes, self.system)]
-        args += ["--bind", str(self.workspace), contract.WORKSPACE, "--dir", contract.REFERENCES]
-        for dataset_path, host in sorted(self.references.items()):
-            args += ["--ro-bind", str(host), f"/{dataset_path}"]
-        args += ["--ro-bind", str(TOOLSERVER), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
+        root = self._source(self.system.root, "root") if self.system.root is not None else None
+        args = [
+            BWRAP,
+            *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes, self.system, root),
+            "--bind",
+            self._source(self.workspace, "workspace"),
+            contract.WORKSPACE,
+            "--dir",
+            contract.REFERENCES,
+        ]
+        for index, (dataset_path, host) in enumerate(sorted(self.references.items())):
+            args += ["--ro-bind", self._source(host, f"ref-{index}"), f"/{dataset_path}"]
+        args += ["--ro-bind", self._source(TOOLSERVER, "toolserver.py"), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
         if not self.harden:
             return argv
-        argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
+        argv = _dropping([*argv, "--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)], self.owner)
         if self._cgroup is None:
             return argv
         joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh", *argv]
+
+    def _prepare_view(self, uid: int, gid: int) -> None:
+        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each source bubblewrap binds
+        gets an empty place in a view folder that uid can walk, on which _spawn_in_view binds it (that uid
+        cannot walk root's private folders, such as a 0700 TMPDIR or /root). A reference the uid could not
+        read is copied there instead, readable by that uid alone (the model is meant to read it)."""
+        os.chown(self.workspace, uid, gid)
+        _remove_orphan_views()
+        self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
+        (self._view / OWNER_FILE).write_text(str(os.getpid()))
+        self._view.chmod(0o711)
+        sources = {"workspace": self.workspace, "toolserver.py": TOOLSERVER}
+        if self.system.root is not None:
+            sources["root"] = self.system.root
+        sources.update((f"ref-{index}", host) for index, (_, host) in enumerate(sorted(self.references.items())))
+        for name, host in sources.items():
+            place = self._view_path(name)
+            if host.is_dir():
+                place.mkdir()
+            elif readable_by(host.stat(), uid, gid):
+                place.touch()
+            else:
+                shutil.copyfile(host, place)
+                os.chown(place, uid, gid)
+                place.chmod(0o400)
+                continue
+            self._binds.append((str(host), str(place)))
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
@@ -327,6 +484,8 @@ class LocalSandbox:
         try:
             if self.isolated and self.harden:
                 self._enforce_limits()
+            if self.owner is not None:
+                self._prepare_view(*self.owner)
             self._spawn()
             self.client().wait_ready(READY_TIMEOUT_S)
         except BaseException as exc:
@@ -356,6 +515,8 @@ class LocalSandbox:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline, self._lifeline = os.pipe()
         fds = {"listen": listener.fileno(), "lifeline": lifeline, "token": _pipe_holding(self.token.encode())}
+        if self.owner is not None:
+            os.fchown(fds["token"], *self.owner)  # the server opens it by its /proc path, which checks the pipe's owner
         if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
         try:
@@ -374,7 +535,7 @@ class LocalSandbox:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-                self._proc = _spawner().submit(popen).result()
+                self._proc = _spawner().submit(_spawn_in_view, self._binds, popen).result()
         finally:
             listener.close()
             for name, fd in fds.items():
@@ -413,6 +574,10 @@ class LocalSandbox:
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None
+        if self._view is not None:
+            shutil.rmtree(self._view, ignore_errors=True)
+            self._view = None
+        self._binds = []
 
 
 def _socket_base() -> str:

@@ -130,8 +130,9 @@ def resolve(choice: str, base: Path | None = None) -> Runtime:
     return load(path)
 
 
-def root_binds(runtime: Runtime) -> list[str]:
-    """bubblewrap arguments that make the sandbox's system folders, all read-only."""
+def root_binds(runtime: Runtime, seen_at: str | None = None) -> list[str]:
+    """bubblewrap arguments that make the sandbox's system folders, all read-only; an image's root is
+    read here but bound from `seen_at` when bubblewrap finds it there (gdpval.sandbox.enter's view)."""
     if runtime.root is None:
         return _host_binds()
     args: list[str] = []
@@ -141,7 +142,7 @@ def root_binds(runtime: Runtime) -> list[str]:
         if entry.is_symlink():
             args += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
         else:
-            args += ["--ro-bind", entry.path, f"/{entry.name}"]
+            args += ["--ro-bind", os.path.join(seen_at or runtime.root, entry.name), f"/{entry.name}"]
     return args
 
 
@@ -206,6 +207,7 @@ def _unpack_into(final: Path, image: str, digest: str, env: dict[str, str], expo
     work = Path(tempfile.mkdtemp(prefix=".partial-", dir=base))
     rootfs = work / ROOTFS
     rootfs.mkdir()
+    rootfs.chmod(0o755)  # whatever the umask: a root runner's sandboxes read it as an unprivileged uid
     _extract(export, rootfs)
     info = RuntimeInfo(
         image=image,
