@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gdpval.controller import ledger as lg
 from gdpval.controller.api import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.observe import parse_job, parse_pod
@@ -103,6 +105,22 @@ def test_parse_pod_tells_a_disruption_from_a_failure():
     assert failed(reason="Evicted", message="The node was low on resource: memory.")
     assert failed(reason="Preempted") and failed(reason="Terminated", message="Pod was terminated in response to imminent node shutdown.")
     assert not failed(reason="DeadlineExceeded") and not failed(conditions=[{**condition, "status": "False"}]) and not parse_pod(POD).disrupted
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". ',
+        'Container sandbox exceeded its local ephemeral storage limit "300Mi". ',
+        "Pod ephemeral local storage usage exceeds the total limit of containers 512Mi. ",
+    ],
+)
+def test_an_eviction_for_the_pods_own_limits_is_its_failure_not_a_disruption(message):
+    """The kubelet sets DisruptionTarget on these too; re-creating the pod for free would let a sample
+    that fills its disk run again and again under one attempt."""
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
+    view = parse_pod({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted", "message": message, "conditions": [condition]}})
+    assert not view.disrupted and view.failure == "LimitExceeded" and view.message == message
 
 
 def test_parse_job():

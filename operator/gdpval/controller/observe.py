@@ -16,6 +16,9 @@ NOTABLE_WAITING = PERMANENT_WAITING | {"ErrImagePull", "ImagePullBackOff", "Crea
 # A failed pod's status.reason when the cluster, not the pod, ended it (scheduler or kubelet
 # preemption, node-pressure eviction, graceful node shutdown).
 DISRUPTION_REASONS = frozenset({"Preempted", "Preempting", "Evicted", "Terminated", "Shutdown", "NodeShutdown"})
+# The kubelet's eviction messages when a pod passes its own limits (an emptyDir's sizeLimit, a
+# container's or the pod's ephemeral-storage limit): the sample did it, so it costs an attempt.
+OWN_LIMIT_MESSAGES = ("exceeds the limit", "exceeded its local ephemeral storage limit", "exceeds the total limit of containers")
 
 
 def parse_time(text: str | None) -> float:
@@ -104,9 +107,18 @@ def _gates(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
 
 
 def _disrupted(status: Mapping[str, Any]) -> bool:
+    if over_own_limit(status):
+        return False
     if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions", [])):
         return True
     return status.get("phase") == "Failed" and status.get("reason") in DISRUPTION_REASONS
+
+
+def over_own_limit(status: Mapping[str, Any]) -> bool:
+    """Evicted for what the pod itself used, not for the node's pressure (the kubelet marks both
+    with DisruptionTarget)."""
+    message = status.get("message") or ""
+    return status.get("reason") == "Evicted" and any(m in message for m in OWN_LIMIT_MESSAGES)
 
 
 def _failure(status: Mapping[str, Any]) -> tuple[str, str, int]:
@@ -118,7 +130,8 @@ def _failure(status: Mapping[str, Any]) -> tuple[str, str, int]:
         if term and term.get("exitCode", 0) != 0:
             reason = f"{cs.get('name')}-{term.get('reason') or 'Error'}-exit{term.get('exitCode')}"
             return reason, (term.get("message") or "").strip()[-400:], int(term["exitCode"])
-    return status.get("reason") or "Failed", status.get("message", ""), 0
+    reason = "LimitExceeded" if over_own_limit(status) else status.get("reason") or "Failed"
+    return reason, status.get("message", ""), 0
 
 
 def parse_pod(body: Mapping[str, Any]) -> PodView:
