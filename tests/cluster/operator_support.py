@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,3 +220,43 @@ def restricted_namespace(kube: Kube, s3) -> None:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube.namespace, "labels": labels}})
     access = f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key}"
     kube.run("create", "secret", "generic", "s3-credentials", access, f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}")
+
+
+def project_images(cluster) -> tuple[str, str]:
+    """The agent (operator) image and the slim sandbox image this tree built, as the cluster has them."""
+    agent = cluster.images.get("operator", image_ref("operator", "localhost/gdpval-operator:dev"))
+    return agent, cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev"))
+
+
+@dataclass
+class OperatorNamespace:
+    """A restricted namespace with the CRD, S3 credentials, a dataset in MinIO and the operator running."""
+
+    kube: Kube
+    operator: OperatorProcess
+    bucket: str
+    client: Any
+    endpoint: str
+    images: tuple[str, str]
+
+    def manifest(self, name: str, model_url: str, **spec: Any) -> dict[str, Any]:
+        """A GdpvalRun over this namespace's dataset, writing to its bucket."""
+        where = dict(dataset=f"s3://{self.bucket}/dataset", output_url=f"s3://{self.bucket}/out", endpoint=self.endpoint, images=self.images)
+        return run_manifest(name, self.kube.namespace, model_url=model_url, **where, **spec)
+
+
+@contextmanager
+def operator_namespace(cluster, s3, prefix: str, dataset: Path, log_dir: Path, images: tuple[str, str] | None = None) -> Iterator[OperatorNamespace]:
+    """Set up, yield, and remove (without waiting) one operator's namespace; `dataset` lands at `dataset/`."""
+    kube = Kube(str(cluster.kubeconfig), f"{prefix}-{secrets.token_hex(3)}", cluster.kubectl_path)
+    install_crd(kube)
+    restricted_namespace(kube, s3)
+    bucket, client = s3.make_bucket(), s3.client()
+    upload_tree(client, bucket, "dataset", dataset)
+    images = images or project_images(cluster)
+    operator = OperatorProcess(str(cluster.kubeconfig), kube.namespace, *images, log_dir).start()
+    try:
+        yield OperatorNamespace(kube, operator, bucket, client, s3.endpoint_url, images)
+    finally:
+        operator.stop()
+        kube.run("delete", "namespace", kube.namespace, "--wait=false", check=False)

@@ -4,10 +4,9 @@ by a Job after assembly and Succeeds with status.judge; a judge that cannot work
 from __future__ import annotations
 
 import json
-import secrets
 
 import pytest
-from operator_support import Kube, OperatorProcess, image_ref, install_crd, restricted_namespace, run_folder, run_manifest, upload_tree
+from operator_support import Kube, OperatorProcess, operator_namespace, run_folder
 
 from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL
@@ -21,27 +20,17 @@ RUN_TIMEOUT = 900
 
 @pytest.fixture(scope="module")
 def env(cluster, cluster_s3, tmp_path_factory):
-    namespace = f"gdpval-judge-{secrets.token_hex(3)}"
-    images = (
-        cluster.images.get("operator", image_ref("operator", "localhost/gdpval-operator:dev")),
-        cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")),
-    )
-    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    install_crd(kube)
-    restricted_namespace(kube, cluster_s3)
-    bucket, client = cluster_s3.make_bucket(), cluster_s3.client()
-    upload_tree(client, bucket, "dataset", stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current"))
-    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
-    with start_background(host=cluster.node_ip, port=0) as model:
+    dataset = stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current")
+    with (
+        operator_namespace(cluster, cluster_s3, "gdpval-judge", dataset, tmp_path_factory.mktemp("operator")) as ns,
+        start_background(host=cluster.node_ip, port=0) as model,
+    ):
 
         def manifest(name: str, judge_model: str) -> dict:
             judge = {"model": judge_model, "baseURL": model.base_url, "concurrency": 2, "tries": 2}
-            where = dict(dataset=f"s3://{bucket}/dataset", output_url=f"s3://{bucket}/out", endpoint=cluster_s3.endpoint_url, images=images)
-            return run_manifest(name, namespace, model_url=model.base_url, **where, selection={"limit": TASKS}, judge=judge)
+            return ns.manifest(name, model.base_url, selection={"limit": TASKS}, judge=judge)
 
-        yield kube, operator, client, bucket, manifest
-    operator.stop()
-    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+        yield ns.kube, ns.operator, ns.client, ns.bucket, manifest
 
 
 def succeeded(kube: Kube, operator: OperatorProcess, name: str) -> dict:

@@ -8,7 +8,6 @@ enforces the `restricted` Pod Security Standard, so every pod the operator makes
 from __future__ import annotations
 
 import io
-import secrets
 
 import pyarrow.parquet as pq
 import pytest
@@ -17,13 +16,10 @@ from operator_support import (
     Kube,
     OperatorProcess,
     assert_committed_once,
-    image_ref,
-    install_crd,
-    restricted_namespace,
+    operator_namespace,
     result_keys,
     run_folder,
     run_manifest,
-    upload_tree,
 )
 
 from gdpval.fakemodel.script import parse_inventory
@@ -34,28 +30,18 @@ from support.standins import make_standin_dataset
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 RUN_TIMEOUT = 600
-AGENT_IMAGE = image_ref("operator", "localhost/gdpval-operator:dev")
-SANDBOX_IMAGE = image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")
 TASKS = 12
 
 
 @pytest.fixture(scope="module")
 def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     """A restricted namespace with the CRD, S3 credentials, the dataset in MinIO and the operator."""
-    namespace = f"gdpval-op-{secrets.token_hex(3)}"
-    images = (cluster.images.get("operator", AGENT_IMAGE), cluster.images.get("sandbox-slim", SANDBOX_IMAGE))
-    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    install_crd(kube)
-    restricted_namespace(kube, cluster_s3)
-    bucket = cluster_s3.make_bucket()
-    client = cluster_s3.client()
     dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
-    upload_tree(client, bucket, "dataset", dataset)
-    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
-    with start_background(host=cluster.node_ip, port=0) as model:
-        yield Env(kube, operator, bucket, client, cluster_s3.endpoint_url, model.base_url, cluster.node_ip, dataset, images)
-    operator.stop()
-    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+    with (
+        operator_namespace(cluster, cluster_s3, "gdpval-op", dataset, tmp_path_factory.mktemp("operator")) as ns,
+        start_background(host=cluster.node_ip, port=0) as model,
+    ):
+        yield Env(ns.kube, ns.operator, ns.bucket, ns.client, ns.endpoint, model.base_url, cluster.node_ip, dataset, ns.images)
 
 
 def job_finished(job: dict) -> bool:

@@ -32,8 +32,8 @@ from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
-from infra.paths import REPO_ROOT, cache_dir, versions
 from support import runs
+from support.controlplane import binaries
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster]
@@ -42,20 +42,10 @@ NS = "cp"
 IMAGES = ("localhost/gdpval-operator:dev", "localhost/gdpval-sandbox:slim-dev")
 
 
-def _binaries() -> tuple[Path, Path]:
-    k8s = cache_dir() / "kubernetes" / versions()["K8S_VERSION"] / "bin"
-    etcd = cache_dir() / "prefix" / "etcd-server" / "usr" / "bin" / "etcd"
-    if not (k8s / ".complete").exists():
-        subprocess.run(["bash", str(REPO_ROOT / "hack" / "build-k8s.sh")], check=True)
-    if not etcd.exists():
-        subprocess.run(["bash", str(REPO_ROOT / "hack" / "cluster-prereqs.sh"), "--no-build"], check=True)
-    return k8s / "kube-apiserver", etcd
-
-
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory):
     """etcd and kube-apiserver on loopback ports of their own; a kubeconfig with a static token."""
-    apiserver, etcd = _binaries()
+    apiserver, etcd = binaries()
     root = tmp_path_factory.mktemp("controlplane")
     subprocess.run(["openssl", "genrsa", "-out", root / "sa.key", "2048"], check=True, capture_output=True)
     subprocess.run(["openssl", "rsa", "-in", root / "sa.key", "-pubout", "-out", root / "sa.pub"], check=True, capture_output=True)

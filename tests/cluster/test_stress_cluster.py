@@ -10,23 +10,16 @@ are printed, for `pytest -s`.
 from __future__ import annotations
 
 import io
-import secrets
 import time
 import urllib.request
 
 import pyarrow.parquet as pq
 import pytest
 from operator_support import (
-    Kube,
-    OperatorProcess,
     assert_committed_once,
-    image_ref,
-    install_crd,
-    restricted_namespace,
+    operator_namespace,
     result_keys,
     run_folder,
-    run_manifest,
-    upload_tree,
 )
 
 from gdpval.fakemodel.script import parse_inventory
@@ -42,32 +35,12 @@ LEDGER_LIMIT = 64 * 1024  # bytes; a ConfigMap may hold 1 MiB, a line per sample
 
 @pytest.fixture(scope="module")
 def env(cluster, cluster_s3, tmp_path_factory):
-    namespace = f"gdpval-stress-{secrets.token_hex(3)}"
-    images = (
-        cluster.images.get("operator", image_ref("operator", "localhost/gdpval-operator:dev")),
-        cluster.images.get("sandbox-slim", image_ref("sandbox-slim", "localhost/gdpval-sandbox:slim-dev")),
-    )
-    kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    install_crd(kube)
-    restricted_namespace(kube, cluster_s3)
-    bucket, client = cluster_s3.make_bucket(), cluster_s3.client()
     dataset = stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current")
-    upload_tree(client, bucket, "dataset", dataset)
-    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, tmp_path_factory.mktemp("operator")).start()
-    with start_background(host=cluster.node_ip, port=0) as model:
-        manifest = run_manifest(
-            "stress",
-            namespace,
-            model_url=model.base_url,
-            dataset=f"s3://{bucket}/dataset",
-            output_url=f"s3://{bucket}/out",
-            endpoint=cluster_s3.endpoint_url,
-            images=images,
-            parallelism=PARALLELISM,
-        )
-        yield kube, operator, client, bucket, dataset, manifest
-    operator.stop()
-    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+    with (
+        operator_namespace(cluster, cluster_s3, "gdpval-stress", dataset, tmp_path_factory.mktemp("operator")) as ns,
+        start_background(host=cluster.node_ip, port=0) as model,
+    ):
+        yield ns.kube, ns.operator, ns.client, ns.bucket, dataset, ns.manifest("stress", model.base_url, parallelism=PARALLELISM)
 
 
 def reconcile_figures(port: int) -> dict[str, float]:
