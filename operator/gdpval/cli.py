@@ -8,12 +8,12 @@ import logging
 import os
 import re
 import sys
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Optional, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast, get_args
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 
 from gdpval import contract
 from gdpval.controller.entry import operator_command
@@ -22,11 +22,22 @@ from gdpval.judge.command import judge_command
 from gdpval.sandbox.runtime_cli import runtime_app
 from gdpval.settings import FlagSpec, Path_, flag_specs
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
 submission_app = typer.Typer(no_args_is_help=True, help="Build or inspect a submission package.")
 app.add_typer(submission_app, name="submission")
 app.add_typer(runtime_app, name="runtime")
-err = Console(stderr=True)
+
+
+@cache
+def err() -> Console:
+    """The stderr console, made on first use: the in-pod commands (stage, sample) never print with rich."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
 
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
 SETTINGS_PANEL = "Run settings (pinned when the run starts, except --parallelism)"
@@ -121,6 +132,8 @@ def run(
     **options: Any,
 ) -> None:
     """Run GDPval samples in local sandboxes and build the submission."""
+    from rich.console import Console
+
     from gdpval.agent.client import make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.fakemodel.server import FakeModelConfig
@@ -157,7 +170,7 @@ def run(
             runner = LocalRunner(storage, record, loaded, client, LocalOptions(settings.parallelism, mode, retry_failed, runtime=system), progress.event)
             runner.run(todo)
     except KeyboardInterrupt:
-        err.print("interrupted: committed samples are kept; run the same command again to resume")
+        err().print("interrupted: committed samples are kept; run the same command again to resume")
         sys.stdout.flush()
         os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
     from gdpval.report.cli import report_after_build
@@ -168,7 +181,7 @@ def run(
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f})", highlight=False)
     if tally.crashed:
-        err.print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
+        err().print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
         raise typer.Exit(3)
 
 
@@ -247,7 +260,7 @@ def submission_build(
     storage = open_storage(output)
     info = build_submission(storage, run_name)
     if report:
-        report_after_build(storage, run_name, err)
+        report_after_build(storage, run_name, err())
     print(info.model_dump_json())
 
 

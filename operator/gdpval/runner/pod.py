@@ -1,4 +1,8 @@
-"""The in-pod steps: stage a sample's references, and run one attempt against the sidecar sandbox."""
+"""The in-pod steps: stage a sample's references, and run one attempt against the sidecar sandbox.
+
+The agent's modules (openai above all) are imported inside `run_sample`: the stage init container
+starts a fresh interpreter on every sample pod and must not pay for a client it never uses.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,15 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdpval import contract
-from gdpval.agent.client import make_client
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
-from gdpval.sample import SampleResult
-from gdpval.sandbox.client import SandboxClient
 from gdpval.storage import NotFound, Storage, layout
+
+if TYPE_CHECKING:
+    from gdpval.sample import SampleResult
 
 SANDBOX_READY_TIMEOUT_S = 180.0
 
@@ -59,6 +63,11 @@ def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
 
 def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
+    from gdpval.agent.client import make_client
+    from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
+    from gdpval.sample import SampleResult
+    from gdpval.sandbox.client import SandboxClient
+
     attempt = Attempt(load_record(storage, run), load_entry(storage, run, sample_id), attempt_number)
     done = attempt.keys.result
     if storage.exists(done):
