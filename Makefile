@@ -38,7 +38,7 @@ run: setup
 test:
 	hack/setup.sh --test
 	$(MAKE) --no-print-directory lint
-	.venv/bin/pytest -n 2 tests
+	.venv/bin/pytest -n 2 --durations=30 tests
 
 # ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
 LINTED = operator tests bench

@@ -14,7 +14,7 @@ from support import stress
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-TASKS = 6
+TASKS = 3
 RUN_TIMEOUT = 900
 
 

@@ -431,8 +431,7 @@ def test_a_failed_run_is_finished_and_deleted_after_its_ttl(env):
     """`kubectl wait --for=condition=Finished` returns on failure too; ttlSecondsAfterFinished then deletes the run."""
     name = "shortlived"
     env.create(name, ttlSecondsAfterFinished=5)
-    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
-    assert env.condition(name, "Finished").get("status") == "False"
+    _wait(lambda: "prepare" in env.jobs(name) and env.condition(name, "Finished").get("status") == "False", 30, "prepare Job, Finished False")
     env.complete_job(name, "prepare", failed=True)
     finished = _wait(lambda: env.condition(name, "Finished").get("status") == "True" and env.condition(name, "Finished"), 30, "Finished")
     assert finished["reason"] == "PrepareFailed" and env.status(name)["state"] == "Failed"
