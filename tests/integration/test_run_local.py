@@ -256,7 +256,10 @@ def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
         before = committed(tmp_path)
         assert 2 <= len(before) <= 7 and sandboxes_of(tmp_path)
         proc.send_signal(signal.SIGINT)  # two samples are certainly in flight
-        stderr = proc.communicate(timeout=30)[1]
+        # Stopping two hardened sandboxes is bounded (a few seconds each); twice in CI, beside the cluster
+        # tier, the runner had not exited after 30 s, which it never failed to do alone: the bound here
+        # is the hang detector, not the promptness measure (bench/ has that).
+        stderr = proc.communicate(timeout=120)[1]
         assert proc.returncode == 130 and "resume" in stderr
         wait_until(lambda: not sandboxes_of(tmp_path), 30, "every sandbox of the run to exit", 0.1)
         assert committed(tmp_path) == before  # nothing half-done was committed on the way out
