@@ -32,7 +32,7 @@ def slides_pdf(pptx: Path, scratch: Path) -> Path:
         raise SlidesUnavailable(f"{BWRAP} not found (Debian package: bubblewrap)")
     (scratch / "in.pptx").write_bytes(pptx.read_bytes())
     argv = [BWRAP, *runtime.root_binds(found), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(scratch), "/work"]
-    argv += ["--chdir", "/work", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--setenv", "HOME", "/tmp"]
+    argv += ["--chdir", "/work", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv", "--setenv", "HOME", "/tmp"]
     argv += ["--setenv", "PATH", "/usr/bin:/bin", "--", "soffice", "--headless", "--norestore", "--convert-to", "pdf", "--outdir", "/work", "/work/in.pptx"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
