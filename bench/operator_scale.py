@@ -120,24 +120,31 @@ def create_runs(kube: client.ApiClient, names: list[str], bucket: str, endpoint:
         custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
 
 
-def operator_metrics(port: int) -> dict[str, Any]:
-    samples = measure.parse_metrics(fetch(f"http://127.0.0.1:{port}/metrics"))
-    buckets = measure.histogram(samples, "gdpval_reconcile_duration_seconds")
+def histogram_figures(samples: list[measure.Sample], name: str) -> dict[str, Any]:
+    """p50/p99 as Prometheus interpolates them, the mean, and how many went over 1 s and 30 s."""
+    buckets = measure.histogram(samples, name)
     p50, p99 = measure.histogram_quantile(buckets, 0.5), measure.histogram_quantile(buckets, 0.99)
     count = buckets.get(float("inf"), 0)
-    errors = sum(s.value for s in samples if s.name == "gdpval_reconcile_errors_total")
-    retried = sum(s.value for s in samples if s.name == "gdpval_samples_retried")
-    total = sum(s.value for s in samples if s.name == "gdpval_reconcile_duration_seconds_sum")
-    over_1s = count - buckets.get(1.0, 0)
+    total = sum(s.value for s in samples if s.name == f"{name}_sum")
     return {
-        "passes": int(count),
+        "count": int(count),
         "p50_s": round(p50, 3) if p50 is not None else None,
         "p99_s": round(p99, 3) if p99 is not None else None,
         "mean_s": round(total / count, 3) if count else None,
-        "over_1s": int(over_1s),
+        "over_1s": int(count - buckets.get(1.0, 0)),
         "over_30s": int(count - buckets.get(30.0, 0)),
-        "errors": int(errors),
-        "samples_retried": int(retried),
+    }
+
+
+def operator_metrics(port: int) -> dict[str, Any]:
+    samples = measure.parse_metrics(fetch(f"http://127.0.0.1:{port}/metrics"))
+    passes = histogram_figures(samples, "gdpval_reconcile_duration_seconds")
+    return {
+        "passes": passes.pop("count"),
+        **passes,
+        "slot_wait": histogram_figures(samples, "gdpval_reconcile_wait_seconds"),
+        "errors": int(sum(s.value for s in samples if s.name == "gdpval_reconcile_errors_total")),
+        "samples_retried": int(sum(s.value for s in samples if s.name == "gdpval_samples_retried")),
     }
 
 

@@ -21,6 +21,15 @@ def test_render_runs_and_latency():
     assert "gdpval_samples{" not in m.render()
 
 
+def test_a_pass_and_its_wait_for_a_slot_are_separate_histograms():
+    m = Metrics()
+    m.observe_reconcile(0.3, waited=12.0)
+    text = m.render()
+    assert 'gdpval_reconcile_duration_seconds_bucket{le="0.25"} 0' in text and 'gdpval_reconcile_duration_seconds_bucket{le="0.5"} 1' in text
+    assert 'gdpval_reconcile_wait_seconds_bucket{le="10.0"} 0' in text and 'gdpval_reconcile_wait_seconds_bucket{le="30.0"} 1' in text
+    assert "gdpval_reconcile_wait_seconds_sum 12.000000" in text
+
+
 def test_failure_reasons_are_exported_bounded_and_kept_after_the_run_finished():
     m = Metrics()
     reasons = {f"agent-Error-exit{i}": 100 - i for i in range(25)} | {"": 1}

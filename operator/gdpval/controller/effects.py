@@ -16,6 +16,7 @@ import secrets
 from gdpval.controller import api, manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
+from gdpval.controller.fanout import fan_out
 from gdpval.controller.judging import judge_job
 from gdpval.controller.kube import Kube
 from gdpval.controller.ledger import encode_cluster, split
@@ -61,13 +62,13 @@ class Effects:
         memory.archived, memory.segments, memory.cluster_keys = memory.archived | parts.archive, count, frozenset(data)
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
-        """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation."""
-        for name in plan.delete_pods:
-            self.kube.delete_pod(ctx.namespace, name)
-        for name in plan.delete_jobs:
-            self.kube.delete_job(ctx.namespace, name)
-        for name, suspend in plan.suspend_jobs:
-            self.kube.suspend_job(ctx.namespace, name, suspend)
+        """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation.
+
+        Calls of one kind go together (`fan_out`); each kind waits for the one before it.
+        """
+        fan_out(lambda name: self.kube.delete_pod(ctx.namespace, name), plan.delete_pods)
+        fan_out(lambda name: self.kube.delete_job(ctx.namespace, name), plan.delete_jobs)
+        fan_out(lambda job: self.kube.suspend_job(ctx.namespace, *job), plan.suspend_jobs)
         if plan.network_policy and not memory.network_policy:
             self._ensure_network_policy(ctx, plan)
             memory.network_policy = True
@@ -75,8 +76,8 @@ class Effects:
             self.kube.ensure_secret(manifests.token_secret(ctx, secrets.token_urlsafe(32)))
             memory.token_secret = True
         refused = False
-        for sample, attempt in plan.create_pods:
-            message = self.kube.create_pod(manifests.sample_pod(ctx, sample, attempt))
+        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod)), plan.create_pods)
+        for (sample, attempt), message in zip(plan.create_pods, messages, strict=True):
             refused |= _remember(memory.create_failures, sample, message, now)
             if message:
                 plan.notes.append(Note("CreateFailed", f"pod for {sample} attempt {attempt} refused: {message}", warning=True))

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from gdpval.controller import judging, manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, OutputSpec
+from gdpval.controller.fanout import fan_out
 from gdpval.controller.kube import Kube, SecretCheck
 from gdpval.controller.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
 from gdpval.controller.manifests import RunContext
@@ -106,13 +107,16 @@ class Gatherer:
         return ledger, version
 
     def _probes(self, ctx: RunContext, storage: Storage, obs: Observed) -> dict[tuple[str, int], Probe]:
-        """S3 and a direct GET for the attempts `reconcile` cannot decide from the index alone."""
+        """S3 and a direct GET for the attempts `reconcile` cannot decide from the index alone, read together."""
         present = {(p.sample, p.attempt) for p in obs.pods}
-        out = {}
-        for sample, attempt in needed_probes(obs):
-            exists = (sample, attempt) in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
-            out[(sample, attempt)] = s3io.probe(storage, ctx.storage_name, sample, attempt, exists)
-        return out
+
+        def probe(wanted: tuple[str, int]) -> Probe:
+            sample, attempt = wanted
+            exists = wanted in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
+            return s3io.probe(storage, ctx.storage_name, sample, attempt, exists)
+
+        wanted = needed_probes(obs)
+        return dict(zip(wanted, fan_out(probe, wanted), strict=True))
 
 
 def secret_refs(spec: GdpvalRunSpec) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gdpval.controller import api
+from gdpval.controller import api, fanout
 from gdpval.controller.reconcile import Blocker
 
 # (connect, read) seconds for each of the operator's own calls (its reads and deletes are retried
@@ -33,11 +33,14 @@ class Conflict(Exception):
 
 
 def load_config() -> client.ApiClient:
+    """The cluster's client, with a connection for each call a pass issues at once (`fanout.WIDTH`)."""
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = fanout.WIDTH + 4  # and the leader's Lease, status and ledger calls
+    return client.ApiClient(configuration)
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def _api_message(exc: ApiException) -> str:
 def _create(call: Any, manifest: Mapping[str, Any], timeout: tuple[float, float]) -> str | None:
     """Creates are idempotent (409 means an earlier pass made it); a refusal returns its message."""
     try:
-        call(manifest["metadata"]["namespace"], manifest, _request_timeout=timeout)
+        _drain(call(manifest["metadata"]["namespace"], manifest, _request_timeout=timeout, _preload_content=False))
     except ApiException as exc:
         if exc.status == 409:
             return None
@@ -236,7 +239,14 @@ def _create(call: Any, manifest: Mapping[str, Any], timeout: tuple[float, float]
 def _delete(call: Any, namespace: str, name: str, timeout: tuple[float, float]) -> None:
     """Deletes are idempotent: a child already gone is what we wanted."""
     try:
-        call(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"), _request_timeout=timeout)
+        _drain(call(name, namespace, body=client.V1DeleteOptions(propagation_policy="Background"), _request_timeout=timeout, _preload_content=False))
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+def _drain(response: Any) -> None:
+    """A create's or delete's reply is not needed: read past it without building the client's models
+    (a pod's costs milliseconds of CPU), and give its connection back to the pool."""
+    response.read()
+    response.release_conn()

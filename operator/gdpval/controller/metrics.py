@@ -41,11 +41,30 @@ class RunGauges:
 
 
 @dataclass
+class Histogram:
+    name: str
+    help: str
+    counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        for i in range(bisect.bisect_left(BUCKETS, seconds), len(BUCKETS)):
+            self.counts[i] += 1
+        self.total += seconds
+        self.count += 1
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        lines += [f'{self.name}_bucket{{le="{bound}"}} {count}' for bound, count in zip(BUCKETS, self.counts, strict=True)]
+        return [*lines, f'{self.name}_bucket{{le="+Inf"}} {self.count}', f"{self.name}_sum {self.total:.6f}", f"{self.name}_count {self.count}"]
+
+
+@dataclass
 class Metrics:
     runs: dict[tuple[str, str], RunGauges] = field(default_factory=dict)
-    bucket_counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
-    latency_sum: float = 0.0
-    latency_count: int = 0
+    passes: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_duration_seconds", "Time of one reconcile pass, from taking a pass slot."))
+    waits: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_wait_seconds", "Time a run's due pass waited for a pass slot."))
     errors: int = 0
 
     def observe_run(self, namespace: str, name: str, state: str, tally: Tally) -> None:
@@ -58,12 +77,10 @@ class Metrics:
     def forget_run(self, namespace: str, name: str) -> None:
         self.runs.pop((namespace, name), None)
 
-    def observe_reconcile(self, seconds: float, failed: bool = False) -> None:
-        index = bisect.bisect_left(BUCKETS, seconds)
-        for i in range(index, len(BUCKETS)):
-            self.bucket_counts[i] += 1
-        self.latency_sum += seconds
-        self.latency_count += 1
+    def observe_reconcile(self, seconds: float, failed: bool = False, waited: float = 0.0) -> None:
+        """A pass's own time, apart from its wait for a slot (with many runs, mostly the other runs' passes)."""
+        self.passes.observe(seconds)
+        self.waits.observe(waited)
         self.errors += int(failed)
 
     def render(self) -> str:
@@ -90,12 +107,7 @@ class Metrics:
             lines += [f"gdpval_samples_failed_by_reason{_labels(namespace=ns, run=name, reason=r)} {c}" for r, c in top_reasons(run.tally.failure_reasons)]
         lines += ["# HELP gdpval_run_info The state of each run.", "# TYPE gdpval_run_info gauge"]
         lines += [f"gdpval_run_info{_labels(namespace=ns, run=name, state=r.state)} 1" for (ns, name), r in sorted(self.runs.items())]
-        lines += ["# HELP gdpval_reconcile_duration_seconds Time of one reconcile pass.", "# TYPE gdpval_reconcile_duration_seconds histogram"]
-        for bound, count in zip(BUCKETS, self.bucket_counts, strict=True):
-            lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="{bound}"}} {count}')
-        lines.append(f'gdpval_reconcile_duration_seconds_bucket{{le="+Inf"}} {self.latency_count}')
-        lines.append(f"gdpval_reconcile_duration_seconds_sum {self.latency_sum:.6f}")
-        lines.append(f"gdpval_reconcile_duration_seconds_count {self.latency_count}")
+        lines += self.passes.render() + self.waits.render()
         lines += ["# HELP gdpval_reconcile_errors_total Reconcile passes that raised.", "# TYPE gdpval_reconcile_errors_total counter"]
         lines.append(f"gdpval_reconcile_errors_total {self.errors}")
         return "\n".join(lines) + "\n"

@@ -178,9 +178,10 @@ class Controller:
             # Slots go to waiting runs in turn (first come, first served): a big run's next pass queues
             # behind every run already waiting, and MAX_CREATES_PER_PASS keeps each pass short.
             self._slots = asyncio.Semaphore(self.concurrency)
-        started = time.monotonic()
+        due = time.monotonic()
         failed = False
         async with self._slots:
+            started = time.monotonic()
             try:
                 delay = await self.reconcile(worker)
                 worker.errors = 0
@@ -194,7 +195,7 @@ class Controller:
                 log.exception("run %s/%s: reconcile failed; retrying in %.0fs", *worker.key, delay)
                 if report_errors(worker.errors):
                     await self._report_error(worker, exc)
-        self.metrics.observe_reconcile(time.monotonic() - started, failed)
+        self.metrics.observe_reconcile(time.monotonic() - started, failed, waited=started - due)
         self.last_pass = self.monotonic()
         return delay
 

@@ -38,6 +38,7 @@ def s3_client(endpoint_url: str | None = None, region: str | None = None, creden
         retries={"max_attempts": 5, "mode": "standard"},
         connect_timeout=10,
         read_timeout=60,
+        max_pool_connections=32,  # the operator reads many attempts at once (controller/fanout.py)
     )
     return boto3.client(
         "s3",
