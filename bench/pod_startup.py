@@ -6,7 +6,11 @@ process, the scripted fake model behind a recorder. The recorder forwards every 
 when each pod IP first connects; a pod's figure is that time minus when its ADDED event arrived.
 Uses the cluster as the tests do: brought up if it is down (never stopped), under the users' shared lock.
 
-Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] --json
+Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--images AGENT SANDBOX] [--floor] --json
+
+`--images` runs given, already imported images instead of building this tree's (a before/after pair
+side by side); `--floor` measures Kubernetes' own part instead: trivial pods (the sandbox image's bash
+opening one connection to the recorder) created -> that connection, in waves of `--parallelism`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from kubernetes import client, config  # noqa: E402
 from operator_support import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
 
 from conftest import ClusterUsers  # noqa: E402
+from gdpval.controller import manifests  # noqa: E402
 from gdpval.controller import names as n  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
@@ -114,12 +119,42 @@ def selection(samples: int) -> tuple[int, int]:
     return math.ceil(samples / repeats), repeats
 
 
+def floor_pod(name: str, image: str, target: tuple[str, int]) -> dict[str, Any]:
+    """A pod doing nothing but open one connection to the recorder, under the sample pods' security."""
+    labels = {n.L_MANAGED_BY: n.MANAGED_BY, n.L_COMPONENT: n.COMPONENT_SAMPLE}
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c", f"exec 3<>/dev/tcp/{target[0]}/{target[1]}"],
+        "securityContext": {**manifests.CONTAINER_SECURITY, "readOnlyRootFilesystem": True},
+    }
+    spec = {"restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False}
+    spec |= {"securityContext": dict(manifests.POD_SECURITY), "containers": [container]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def run_floor(core: client.CoreV1Api, namespace: str, image: str, target: tuple[str, int], args: argparse.Namespace) -> None:
+    """`--samples` trivial pods, `--parallelism` at a time, each wave waited for and deleted."""
+    for wave in range(0, args.samples, args.parallelism):
+        names = [f"floor-{i}" for i in range(wave, min(wave + args.parallelism, args.samples))]
+        for name in names:
+            core.create_namespaced_pod(namespace, floor_pod(name, image, target))
+        deadline = time.monotonic() + args.timeout
+        while any(core.read_namespaced_pod(name, namespace).status.phase not in ("Succeeded", "Failed") for name in names):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"floor pods {names} did not finish in {args.timeout} s")
+            time.sleep(0.2)
+        for name in names:
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
 def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     users = ClusterUsers()
-    cluster = local_cluster.bring_up()
+    cluster = local_cluster.bring_up(images=not args.images)
     namespace = f"gdpval-bench-{secrets.token_hex(3)}"
     kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    images = (cluster.images["operator"], cluster.images["sandbox-slim"])
+    images = tuple(args.images) if args.images else (cluster.images["operator"], cluster.images["sandbox-slim"])
     limit, repeats = selection(args.samples)
     stop = threading.Event()
     with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
@@ -138,6 +173,16 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             kwargs={"namespace": namespace, "label_selector": n.MANAGED_SELECTOR},
             daemon=True,
         ).start()
+        if args.floor:
+            try:
+                run_floor(core, namespace, images[1], (cluster.node_ip, recorder.server_address[1]), args)
+                status = {"state": "floor"}
+            finally:
+                stop.set()
+                recorder.shutdown()
+                kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+                users.release()
+            return report(args, seen, recorder, status, images)
         operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
         try:
             manifest = run_manifest(
@@ -164,10 +209,14 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             recorder.shutdown()
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
             users.release()
+    return report(args, seen, recorder, status, images)
+
+
+def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status: dict[str, Any], images: tuple[str, ...]) -> dict[str, Any]:
     firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.added[pod])) is not None}
     delays = [first - seen.added[pod] for pod, first in firsts.items()]
     return {
-        "samples": limit * repeats,
+        "samples": args.samples if args.floor else math.prod(selection(args.samples)),
         "parallelism": args.parallelism,
         "pods": len(seen.added),
         "measured": len(delays),
@@ -187,6 +236,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--parallelism", type=int, default=5, help="spec.parallelism: sample pods starting at once")
     parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument("--images", nargs=2, metavar=("AGENT", "SANDBOX"), help="imported image refs to run instead of building this tree's")
+    parser.add_argument("--floor", action="store_true", help="trivial pods instead of a run: Kubernetes' own part of the figure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gdpval-bench-startup-") as tmp:
