@@ -65,8 +65,9 @@ def test_secrets_reach_only_the_containers_that_need_them():
 def test_pod_layout_matches_the_contract():
     pod = m.sample_pod(ctx(), "task-1-r0", 3)
     c = containers(pod)
-    assert [x["name"] for x in pod["spec"]["initContainers"]] == ["stage", "sandbox"]
-    assert c["sandbox"]["restartPolicy"] == "Always" and "exec" in c["sandbox"]["startupProbe"]
+    # The sandbox boots beside stage, and no probe holds the agent back: it waits for the health itself.
+    assert [x["name"] for x in pod["spec"]["initContainers"]] == ["sandbox", "stage"]
+    assert c["sandbox"]["restartPolicy"] == "Always" and "startupProbe" not in c["sandbox"]
     assert c["sandbox"]["command"][:2] == ["python3", "/opt/gdpval/toolserver.py"] and "127.0.0.1:7000" in c["sandbox"]["command"]
     assert c["agent"]["command"][:2] == ["gdpval", "sample"] and c["agent"]["command"][-6:] == [
         "--sample",
@@ -163,8 +164,8 @@ def test_assemble_job():
 
 def test_every_step_of_a_run_uses_its_own_folder_and_a_run_started_before_keeps_its_name():
     c = ctx()
-    pod = m.sample_pod(c, "s-r0", 1)["spec"]
-    steps = [pod["initContainers"][0]["command"], pod["containers"][0]["command"], m.assemble_job(c)["spec"]["template"]["spec"]["containers"][0]["command"]]
+    pod = containers(m.sample_pod(c, "s-r0", 1))
+    steps = [pod["stage"]["command"], pod["agent"]["command"], m.assemble_job(c)["spec"]["template"]["spec"]["containers"][0]["command"]]
     assert all(cmd[cmd.index("--run-name") + 1] == "ns.demo-uid1" for cmd in steps)
     legacy = dataclasses.replace(c, legacy_storage=True)
     assert legacy.storage_name == "demo" and "demo" in m.sample_pod(legacy, "s-r0", 1)["spec"]["containers"][0]["command"]

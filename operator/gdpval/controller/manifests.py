@@ -57,12 +57,6 @@ SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
 # reaches them, whatever spec.sandbox.network says.
 METADATA_BLOCKS = {"0.0.0.0/0": ["169.254.0.0/16"], "::/0": ["fe80::/10", "fd00:ec2::254/128"]}
 
-HEALTH_PROBE = [
-    "python3",
-    "-c",
-    f"import urllib.request; urllib.request.urlopen('{c.SANDBOX_URL}{c.HEALTH_PATH}', timeout=2).read()",
-]
-
 
 @dataclass(frozen=True)
 class RunContext:
@@ -297,7 +291,7 @@ def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
 
 
 def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
-    """One attempt: stage (init) -> sandbox (native sidecar) -> agent (main), sharing emptyDirs of bounded size."""
+    """One attempt: sandbox (native sidecar) beside stage (init) -> agent (main), sharing emptyDirs of bounded size."""
     res = container_resources(ctx)
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
@@ -335,7 +329,6 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
             {"name": "sandbox-tmp", "mountPath": c.SCRATCH},
             {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
         ],
-        startupProbe={"exec": {"command": HEALTH_PROBE}, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 180},
     )
     token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
     agent_env = [token_env, *s3_env(ctx), home]
@@ -352,7 +345,9 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
         volumeMounts=[workspace, refs_ro, scratch],
     )
     spec = _pod_spec(ctx, [agent], _volumes(ctx), sample=True)
-    spec["initContainers"] = [stage, sandbox]
+    # The sandbox first and without a startup probe, so the tool server boots while `stage` copies the
+    # references; the agent waits for its health itself (bounded, naming the sandbox when it never answers).
+    spec["initContainers"] = [sandbox, stage]
     deadline = pod_deadline(ctx.spec)
     if deadline:
         spec["activeDeadlineSeconds"] = deadline
