@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from gdpval.sample import SampleResult
 
 SANDBOX_READY_TIMEOUT_S = 180.0
+STAGE_CONCURRENCY = 8  # downloads in flight per pod: enough to hide round trips, few enough for a small node
 
 
 def load_entry(storage: Storage, run: str, sample_id: str) -> ManifestEntry:
@@ -47,18 +49,24 @@ def load_record(storage: Storage, run: str) -> RunRecord:
 
 
 def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
-    """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only."""
-    staged = []
+    """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only; several
+    at once, since a task can have a dozen files and each is a round trip the agent's start waits on."""
+    wanted: dict[Path, str] = {}
     for ref in load_entry(storage, run, sample_id).references:
         if not ref.key:
             continue  # missing from the dataset: the agent records the sample as failed
         target = dest / ref.path.removeprefix("reference_files/")
         if not target.resolve().is_relative_to(dest.resolve()):
             raise GdpvalError(f"reference path {ref.path!r} escapes the staging folder")
-        storage.get_file(ref.key, target)
-        target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        staged.append(target)
-    return staged
+        wanted[target] = ref.key
+    with ThreadPoolExecutor(max_workers=STAGE_CONCURRENCY) as pool:
+        return list(pool.map(lambda target: _fetch(storage, wanted[target], target), wanted))
+
+
+def _fetch(storage: Storage, key: str, target: Path) -> Path:
+    storage.get_file(key, target)
+    target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    return target
 
 
 def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
