@@ -47,3 +47,18 @@ def test_sample_imports_the_model_client_but_nothing_of_the_operator_or_report(t
     assert printed["status"] == "succeeded"  # committed already: the step returns before any sandbox call
     assert "openai" in modules  # the probe sees the lazy imports
     assert not modules & NEVER
+
+
+def test_sample_leaves_out_the_async_transport_openai_would_import(tmp_path):
+    """aiohttp is in the image for the operator; openai imports it when it can, and the agent never uses it."""
+    out, sample = _prepared(tmp_path)
+    args = ["sample", "--run-name", RUN, "--output", str(out), "--sample", sample, "--attempt", "1"]
+    probe = (
+        "import atexit, runpy, sys; "
+        "atexit.register(lambda: print(sorted(m for m in ('openai', 'aiohttp') if m in sys.modules), file=sys.stderr)); "
+        f"sys.argv = {[GDPVAL, *args]!r}; runpy.run_path({GDPVAL!r}, run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert done.stderr.strip().splitlines()[-1] == "['openai']"

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from gdpval import contract
@@ -22,6 +28,9 @@ if TYPE_CHECKING:
     from gdpval.sample import SampleResult
 
 SANDBOX_READY_TIMEOUT_S = 180.0
+# openai imports its aiohttp transport whenever aiohttp is installed (the operator's kopf brings it into
+# the image); the agent's client is synchronous, and that import was a tenth of the agent's start.
+OPTIONAL_UNUSED = ("aiohttp",)
 STAGE_CONCURRENCY = 8  # downloads in flight per pod: enough to hide round trips, few enough for a small node
 
 
@@ -71,8 +80,9 @@ def _fetch(storage: Storage, key: str, target: Path) -> Path:
 
 def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
-    from gdpval.agent.client import make_client
-    from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
+    with _unimportable(OPTIONAL_UNUSED):
+        from gdpval.agent.client import make_client
+        from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
     from gdpval.sandbox.client import SandboxClient
 
@@ -90,3 +100,26 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     client = make_client(attempt.record.settings.model.base_url)
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings)
+
+
+class _Refuse(MetaPathFinder):
+    """An import finder that refuses some top-level packages (modules already imported are not asked for)."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname.partition(".")[0] in self.names:
+            raise ImportError(f"{fullname} is not used by a sample pod's agent", name=fullname)
+        return None
+
+
+@contextmanager
+def _unimportable(names: tuple[str, ...]) -> Iterator[None]:
+    """Imports inside see `names` as not installed; imports after see them again."""
+    finder = _Refuse(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
