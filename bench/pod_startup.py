@@ -215,6 +215,7 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status: dict[str, Any], images: tuple[str, ...]) -> dict[str, Any]:
     firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.added[pod])) is not None}
     delays = [first - seen.added[pod] for pod, first in firsts.items()]
+    slowest = max(firsts, key=lambda pod: firsts[pod] - seen.added[pod], default=None)
     return {
         "samples": args.samples if args.floor else math.prod(selection(args.samples)),
         "parallelism": args.parallelism,
@@ -226,6 +227,7 @@ def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status:
             "max_s": round(max(delays, default=0), 3),
         },
         "steps_p50_s": steps([measure.startup_marks(seen.last[pod], first) for pod, first in firsts.items()]),
+        "slowest_steps_s": measure.startup_marks(seen.last[slowest], firsts[slowest]) if slowest else {},  # where the p99 goes
         "run": {"state": status.get("state"), "progress": status.get("progress")},
         "images": {"agent": images[0], "sandbox": images[1]},
     }
