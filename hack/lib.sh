@@ -16,6 +16,7 @@ MINIO_BIN="$CACHE/minio/$MINIO_VERSION/bin/minio"
 TOOLS_BIN="$CACHE/tools/bin"
 KUBE_ROUTER_BIN="$CACHE/kube-router/$KUBE_ROUTER_VERSION/bin/kube-router"
 GVISOR_BIN="$CACHE/gvisor/$GVISOR_VERSION/bin"
+KUEUE_DIR="$CACHE/kueue/$KUEUE_VERSION"
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"

@@ -1,0 +1,204 @@
+"""Kueue admits a GdpvalRun's pods through its plain-pod integration, on the real local cluster.
+
+Kueue's manager runs as a host process (tests/support/kueue.py) for this module's namespace only.
+The run carries `spec.pod.labels: {kueue.x-k8s.io/queue-name: ...}`, so each of its pods is created
+behind Kueue's scheduling gate and runs once the queue's quota (here a count of pods) admits it.
+What is asserted comes from watch events, in the API server's order.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes import client
+from operator_support import OperatorNamespace, operator_namespace
+
+from gdpval.fakemodel.server import start_background
+from support.kueue import ADMISSION_GATE, NAMESPACE_LABEL, QUEUE_LABEL, kueue_manager
+from support.polling import wait_until
+from support.standins import make_standin_dataset
+from support.watching import EventRecorder, api_client
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+RUN_TIMEOUT = 300
+K = 2  # pods the first queue admits at once
+Events = list[tuple[str, dict[str, Any]]]
+
+
+class Env:
+    def __init__(self, ns: OperatorNamespace, node_ip: str) -> None:
+        self.ns, self.kube, self.node_ip = ns, ns.kube, node_ip
+        self.api = api_client(ns.kube.kubeconfig)
+        self.flavor = ns.kube.namespace
+
+    def queue(self, name: str, pods: int) -> str:
+        """A ClusterQueue admitting `pods` pods at once (CPU, memory and disk ample) and its LocalQueue `name`."""
+        mine = {NAMESPACE_LABEL: self.kube.namespace}
+        cluster_queue = f"{self.kube.namespace}-{name}"
+        quotas = [{"name": r, "nominalQuota": q} for r, q in (("cpu", "64"), ("memory", "256Gi"), ("ephemeral-storage", "1Ti"), ("pods", pods))]
+        self.kube.apply(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": cluster_queue, "labels": mine},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": mine},
+                    "resourceGroups": [{"coveredResources": [q["name"] for q in quotas], "flavors": [{"name": self.flavor, "resources": quotas}]}],
+                },
+            }
+        )
+        self.kube.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": name}, "spec": {"clusterQueue": cluster_queue}})
+        for kind, obj in (("clusterqueue", cluster_queue), ("localqueue", name)):
+            self.kube.run("wait", "--for=condition=Active", f"{kind}/{obj}", "--timeout=60s")
+        return name
+
+    def set_pod_quota(self, queue: str, pods: int) -> None:
+        cluster_queue = f"{self.kube.namespace}-{queue}"
+        quotas = self.kube.get("clusterqueue", cluster_queue)["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        index = next(i for i, q in enumerate(quotas) if q["name"] == "pods")
+        patch = f'[{{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota","value":{pods}}}]'
+        self.kube.run("patch", "clusterqueue", cluster_queue, "--type=json", "-p", patch)
+
+    def submit(self, name: str, model_url: str, queue: str, **spec: Any) -> str:
+        self.kube.apply(self.ns.manifest(name, model_url, pod={"labels": {QUEUE_LABEL: queue}}, **spec))
+        return name
+
+    def wait_succeeded(self, name: str) -> dict[str, Any]:
+        done = self.kube.run("wait", "--for=condition=Finished", f"gdpvalrun/{name}", f"--timeout={RUN_TIMEOUT}s", check=False, timeout=RUN_TIMEOUT + 30)
+        status = self.kube.run_status(name)
+        assert done.returncode == 0 and status.get("state") == "Succeeded", f"{status}\n--- operator log tail ---\n{self.ns.operator.logs()[-4000:]}"
+        return status
+
+    def pod_events(self) -> EventRecorder:
+        recorder = EventRecorder(client.CoreV1Api(self.api).list_namespaced_pod, self.kube.namespace)
+        recorder.start()
+        return recorder
+
+    def workload_events(self) -> EventRecorder:
+        api = client.CustomObjectsApi(self.api)
+        recorder = EventRecorder(api.list_namespaced_custom_object, "kueue.x-k8s.io", "v1beta2", self.kube.namespace, "workloads")
+        recorder.start()
+        return recorder
+
+
+@pytest.fixture(scope="module")
+def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
+    dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
+    with (
+        operator_namespace(cluster, cluster_s3, "gdpval-kueue", dataset, tmp_path_factory.mktemp("operator")) as ns,
+        kueue_manager(ns.kube, tmp_path_factory.mktemp("kueue")),
+    ):
+        flavor = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": ns.kube.namespace, "labels": {NAMESPACE_LABEL: ns.kube.namespace}},
+        }
+        ns.kube.apply(flavor)
+        yield Env(ns, cluster.node_ip)
+        ns.kube.run("delete", "gdpvalruns", "--all", "--timeout=60s", check=False, timeout=90)
+
+
+def run_pods(events: Events, run: str, component: str | None = None) -> Events:
+    """The events of `run`'s pods (of one component, if given)."""
+    return [
+        (kind, pod)
+        for kind, pod in events
+        if pod["metadata"].get("labels", {}).get("gdpval.io/run") == run
+        and component in (None, pod["metadata"].get("labels", {}).get("app.kubernetes.io/component"))
+    ]
+
+
+def gated(pod: dict[str, Any]) -> bool:
+    return any(g["name"] == ADMISSION_GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+def unfinished(kind: str, pod: dict[str, Any]) -> bool:
+    return kind != "DELETED" and pod.get("status", {}).get("phase") in ("Pending", "Running")
+
+
+def most_at_once(events: Events, counts) -> int:
+    """The most pods at one time, over a pod watch, for which `counts(kind, pod)` holds."""
+    state: dict[str, bool] = {}
+    most = 0
+    for kind, pod in events:
+        state[pod["metadata"]["name"]] = counts(kind, pod)
+        most = max(most, sum(state.values()))
+    return most
+
+
+def admitted(kind: str, pod: dict[str, Any]) -> bool:
+    return unfinished(kind, pod) and not gated(pod)
+
+
+def admitted_owners(events: Events) -> set[str]:
+    """Pods whose Workload was admitted at some point."""
+    return {
+        ref["name"]
+        for _, wl in events
+        if any(c["type"] == "Admitted" and c["status"] == "True" for c in wl.get("status", {}).get("conditions", []))
+        for ref in wl["metadata"].get("ownerReferences", [])
+        if ref["kind"] == "Pod"
+    }
+
+
+def test_a_queue_admits_a_run_at_most_its_quota_at_once(env):
+    queue = env.queue("two-pods", K)
+    pods, workloads = env.pod_events(), env.workload_events()
+    with start_background(host=env.node_ip, port=0) as model:
+        name = env.submit("queued", model.base_url, queue, parallelism=4, selection={"limit": 4})
+        status = env.wait_succeeded(name)
+    pods.stop(), workloads.stop()
+    assert status["progress"] == "4/4" and status["samples"]["succeeded"] == 4 and status["samples"]["failed"] == 0
+    every, samples = run_pods(pods.events, name), run_pods(pods.events, name, "sample")
+    created = [pod for kind, pod in every if kind == "ADDED"]
+    assert created and all(gated(pod) for pod in created), [p["metadata"]["name"] for p in created if not gated(p)]
+    assert len({p["metadata"]["name"] for _, p in samples}) == 4 and never_deleted_while_gated(samples)
+    assert most_at_once(samples, unfinished) > K, "parallelism 4 never had more than the quota's pods waiting or running"
+    assert most_at_once(samples, admitted) == K and most_at_once(every, admitted) == K
+    assert {p["metadata"]["name"] for p in created} <= admitted_owners(workloads.events)
+
+
+def gated_longer_than(env: Env, run: str, seconds: float) -> dict[str, Any] | None:
+    """A sample pod of `run` behind Kueue's gate for more than `seconds`, once the run's Running
+    condition says it waits for admission."""
+    message = env.kube.condition(run, "Running").get("message", "")
+    for pod in (env.kube.get("pods", selector=f"gdpval.io/run={run},app.kubernetes.io/component=sample") or {}).get("items", []):
+        created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        if gated(pod) and "waiting for admission" in message and (datetime.now(UTC) - created).total_seconds() > seconds:
+            return pod
+    return None
+
+
+def pod_admitted(env: Env, name: str) -> bool:
+    pod = env.kube.get("pod", name)
+    assert pod, f"{name} vanished while it waited for admission"
+    return not gated(pod)
+
+
+def never_deleted_while_gated(events: Events) -> bool:
+    return not any(gated(pod) and (kind == "DELETED" or pod["metadata"].get("deletionTimestamp")) for kind, pod in events)
+
+
+def test_raising_the_quota_admits_a_pod_that_waited_past_its_pending_timeout(env):
+    """Quota for one pod at parallelism 2, the model holding every reply: one sample pod runs, the
+    other waits behind the gate well past `pendingTimeoutSeconds` and is neither failed nor replaced;
+    raising the quota admits it while the first is still running, and the run succeeds."""
+    queue = env.queue("one-pod", 1)
+    pods = env.pod_events()
+    with start_background(host=env.node_ip, port=0, hold_after=0) as model:
+        name = env.submit("raised", model.base_url, queue, parallelism=2, selection={"limit": 2}, samples={"pendingTimeoutSeconds": 30})
+        wait_until(lambda: model.app.gate.waiting, RUN_TIMEOUT, "the admitted sample pod's first model request")
+        waiting = wait_until(lambda: gated_longer_than(env, name, 45), RUN_TIMEOUT, "a sample pod gated for 45 s (pending timeout 30 s)")
+        env.set_pod_quota(queue, 2)
+        wait_until(lambda: pod_admitted(env, waiting["metadata"]["name"]), 60, "the waiting pod admitted once the quota was raised")
+        assert model.app.gate.waiting, "the first sample pod finished before the second was admitted"
+        model.app.gate.release()
+        status = env.wait_succeeded(name)
+    pods.stop()
+    assert status["samples"]["succeeded"] == 2 and status["samples"]["failed"] == 0
+    samples = run_pods(pods.events, name, "sample")
+    assert len({p["metadata"]["name"] for _, p in samples}) == 2 and never_deleted_while_gated(samples)
+    assert most_at_once(samples, admitted) == 2
