@@ -120,8 +120,13 @@ def create_runs(kube: client.ApiClient, names: list[str], bucket: str, endpoint:
         custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
 
 
-def histogram_figures(samples: list[measure.Sample], name: str) -> dict[str, Any]:
+PHASES = ("gather", "decide", "ledger", "apply", "status", "events")
+
+
+def histogram_figures(samples: list[measure.Sample], name: str, phase: str | None = None) -> dict[str, Any]:
     """p50/p99 as Prometheus interpolates them, the mean, and how many went over 1 s and 30 s."""
+    if phase is not None:
+        samples = [s for s in samples if s.label("phase") == phase]
     buckets = measure.histogram(samples, name)
     p50, p99 = measure.histogram_quantile(buckets, 0.5), measure.histogram_quantile(buckets, 0.99)
     count = buckets.get(float("inf"), 0)
@@ -143,6 +148,7 @@ def operator_metrics(port: int) -> dict[str, Any]:
         "passes": passes.pop("count"),
         **passes,
         "slot_wait": histogram_figures(samples, "gdpval_reconcile_wait_seconds"),
+        "phases": {phase: histogram_figures(samples, "gdpval_reconcile_phase_seconds", phase) for phase in PHASES},
         "errors": int(sum(s.value for s in samples if s.name == "gdpval_reconcile_errors_total")),
         "samples_retried": int(sum(s.value for s in samples if s.name == "gdpval_samples_retried")),
     }

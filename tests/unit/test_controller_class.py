@@ -74,6 +74,7 @@ class Operator:
             Metrics(),
             open_storage=self.open_storage,
             clock=self.clock,
+            spawn=lambda call: call(),  # background deletions end within the pass, as the test's steps expect
         )
         self.controller.pods_index, self.controller.jobs_index = self.kube.pods_index, self.kube.jobs_index
         self.controller.effects.resolve = self.resolve

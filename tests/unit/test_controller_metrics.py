@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gdpval.controller.metrics import MAX_REASONS, Metrics
 from gdpval.controller.reconcile import Tally
 
@@ -28,6 +30,17 @@ def test_a_pass_and_its_wait_for_a_slot_are_separate_histograms():
     assert 'gdpval_reconcile_duration_seconds_bucket{le="0.25"} 0' in text and 'gdpval_reconcile_duration_seconds_bucket{le="0.5"} 1' in text
     assert 'gdpval_reconcile_wait_seconds_bucket{le="10.0"} 0' in text and 'gdpval_reconcile_wait_seconds_bucket{le="30.0"} 1' in text
     assert "gdpval_reconcile_wait_seconds_sum 12.000000" in text
+
+
+def test_each_step_of_a_pass_is_a_series_of_one_histogram():
+    m = Metrics()
+    with m.phase("apply"):
+        pass
+    with pytest.raises(RuntimeError), m.phase("gather"):
+        raise RuntimeError("a failed step is timed too")
+    text = m.render()
+    assert 'gdpval_reconcile_phase_seconds_bucket{phase="apply",le="0.01"} 1' in text
+    assert 'gdpval_reconcile_phase_seconds_count{phase="gather"} 1' in text and text.count("# TYPE gdpval_reconcile_phase_seconds histogram") == 1
 
 
 def test_failure_reasons_are_exported_bounded_and_kept_after_the_run_finished():

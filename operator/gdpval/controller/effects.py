@@ -12,11 +12,13 @@ import asyncio
 import logging
 import os
 import secrets
+from collections.abc import Callable
+from functools import partial
 
 from gdpval.controller import api, manifests, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
-from gdpval.controller.fanout import fan_out
+from gdpval.controller.fanout import fan_out, in_background
 from gdpval.controller.judging import judge_job
 from gdpval.controller.kube import Kube
 from gdpval.controller.ledger import encode_cluster, split
@@ -28,13 +30,15 @@ from gdpval.controller.resolve import Resolver, resolve_hosts
 from gdpval.controller.status import status_patch
 
 log = logging.getLogger("gdpval.operator")
+Spawn = Callable[[Callable[[], None]], None]
 _JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBLE: manifests.assemble_job, n.COMPONENT_JUDGE: judge_job}
 
 
 class Effects:
-    def __init__(self, kube: Kube, resolve: Resolver = resolve_hosts):
+    def __init__(self, kube: Kube, resolve: Resolver = resolve_hosts, spawn: Spawn = in_background):
         self.kube = kube
         self.resolve = resolve  # endpoint names to addresses (a stand-in in tests)
+        self.spawn = spawn  # runs a call the pass does not wait for (at once, in tests)
 
     async def write_ledger(self, memory: RunMemory, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
         """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass).
@@ -64,9 +68,10 @@ class Effects:
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
         """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation.
 
-        Calls of one kind go together (`fan_out`); each kind waits for the one before it.
+        Calls of one kind go together (`fan_out`); each kind waits for the one before it. Sample pods
+        are deleted in the background (`_delete_pods`).
         """
-        fan_out(lambda name: self.kube.delete_pod(ctx.namespace, name), plan.delete_pods)
+        self._delete_pods(memory, ctx, plan.delete_pods)
         fan_out(lambda name: self.kube.delete_job(ctx.namespace, name), plan.delete_jobs)
         fan_out(lambda job: self.kube.suspend_job(ctx.namespace, *job), plan.suspend_jobs)
         if plan.network_policy and not memory.network_policy:
@@ -86,6 +91,24 @@ class Effects:
         if plan.delete_run:
             self.kube.delete_run(ctx.namespace, ctx.name)
         return refused
+
+    def _delete_pods(self, memory: RunMemory, ctx: RunContext, names: list[str]) -> None:
+        """Deletions the pass does not wait for: the ledger already holds what each pod's end decided,
+        so a delete that fails or dies with the operator is planned again by a later pass, and one in
+        flight is not repeated. A pass at parallelism 500 is then its creations, not its cleanup."""
+        for name in names:
+            if name in memory.deleting:
+                continue
+            memory.deleting.add(name)
+            self.spawn(partial(self._delete_pod, memory, ctx.namespace, name))
+
+    def _delete_pod(self, memory: RunMemory, namespace: str, name: str) -> None:
+        try:
+            self.kube.delete_pod(namespace, name)
+        except Exception:
+            log.warning("could not delete pod %s/%s; a later pass tries again", namespace, name, exc_info=True)
+        finally:
+            memory.deleting.discard(name)
 
     def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> None:
         """The policy by address: endpoint names are resolved here, and one that does not resolve is named in an Event."""

@@ -18,15 +18,24 @@ WIDTH = 16  # calls in flight at once, for all runs together (the HTTP pools are
 _pool: ThreadPoolExecutor | None = None
 
 
+def _shared() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(WIDTH, thread_name_prefix="gdpval-call")
+    return _pool
+
+
+def in_background(call: Callable[[], object]) -> None:
+    """`call` in the shared pool, not waited for: the caller's next pass sees what it did."""
+    _shared().submit(call)
+
+
 def fan_out(call: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """`call` over `items`, results in order; the first exception is raised once all have ended."""
     work = list(items)
     if len(work) <= 1:
         return [call(item) for item in work]
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(WIDTH, thread_name_prefix="gdpval-call")
-    futures = [_pool.submit(call, item) for item in work]
+    futures = [_shared().submit(call, item) for item in work]
     errors = [f.exception() for f in futures]
     for error in errors:
         if error is not None:

@@ -38,6 +38,7 @@ class RunMemory:
     secrets: SecretCheck | None = None  # the last check that found every Secret and key, while fresh
     secrets_refs: str = ""  # the spec's Secret references that check was made for
     secrets_checked: float | None = None
+    deleting: set[str] = field(default_factory=set)  # sample pods whose delete call is in flight (not repeated meanwhile)
 
     def forget_ledger(self) -> None:
         self.ledger = self.ledger_version = None

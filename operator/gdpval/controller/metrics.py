@@ -7,6 +7,9 @@ deleted run leaves no stale series behind.
 from __future__ import annotations
 
 import bisect
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gdpval.controller.reconcile import Tally
@@ -41,23 +44,39 @@ class RunGauges:
 
 
 @dataclass
-class Histogram:
-    name: str
-    help: str
-    counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+class Counts:
+    buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
     total: float = 0.0
     count: int = 0
 
     def observe(self, seconds: float) -> None:
         for i in range(bisect.bisect_left(BUCKETS, seconds), len(BUCKETS)):
-            self.counts[i] += 1
+            self.buckets[i] += 1
         self.total += seconds
         self.count += 1
 
+
+@dataclass
+class Histogram:
+    """One histogram, or one series per value of `label`."""
+
+    name: str
+    help: str
+    label: str = ""
+    series: dict[str, Counts] = field(default_factory=dict)
+
+    def observe(self, seconds: float, value: str = "") -> None:
+        self.series.setdefault(value, Counts()).observe(seconds)
+
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        lines += [f'{self.name}_bucket{{le="{bound}"}} {count}' for bound, count in zip(BUCKETS, self.counts, strict=True)]
-        return [*lines, f'{self.name}_bucket{{le="+Inf"}} {self.count}', f"{self.name}_sum {self.total:.6f}", f"{self.name}_count {self.count}"]
+        for value, counts in sorted(self.series.items()) or [("", Counts())]:
+            first = f'{self.label}="{_escape(value)}",' if self.label else ""
+            only = f"{{{first[:-1]}}}" if self.label else ""
+            bounds = [*map(str, BUCKETS), "+Inf"]
+            lines += [f'{self.name}_bucket{{{first}le="{b}"}} {c}' for b, c in zip(bounds, [*counts.buckets, counts.count], strict=True)]
+            lines += [f"{self.name}_sum{only} {counts.total:.6f}", f"{self.name}_count{only} {counts.count}"]
+        return lines
 
 
 @dataclass
@@ -65,6 +84,7 @@ class Metrics:
     runs: dict[tuple[str, str], RunGauges] = field(default_factory=dict)
     passes: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_duration_seconds", "Time of one reconcile pass, from taking a pass slot."))
     waits: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_wait_seconds", "Time a run's due pass waited for a pass slot."))
+    phases: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_phase_seconds", "Time of each step of a reconcile pass.", "phase"))
     errors: int = 0
 
     def observe_run(self, namespace: str, name: str, state: str, tally: Tally) -> None:
@@ -73,6 +93,15 @@ class Metrics:
         if old is not None and not tally.failure_reasons and old.tally.failure_reasons:
             tally = tally.model_copy(update={"failure_reasons": old.tally.failure_reasons})
         self.runs[(namespace, name)] = RunGauges(state, tally)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Times one step of a pass (gather, decide, ledger, apply, status, events), so a slow pass says where."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases.observe(time.monotonic() - started, name)
 
     def forget_run(self, namespace: str, name: str) -> None:
         self.runs.pop((namespace, name), None)
@@ -107,7 +136,7 @@ class Metrics:
             lines += [f"gdpval_samples_failed_by_reason{_labels(namespace=ns, run=name, reason=r)} {c}" for r, c in top_reasons(run.tally.failure_reasons)]
         lines += ["# HELP gdpval_run_info The state of each run.", "# TYPE gdpval_run_info gauge"]
         lines += [f"gdpval_run_info{_labels(namespace=ns, run=name, state=r.state)} 1" for (ns, name), r in sorted(self.runs.items())]
-        lines += self.passes.render() + self.waits.render()
+        lines += self.passes.render() + self.waits.render() + self.phases.render()
         lines += ["# HELP gdpval_reconcile_errors_total Reconcile passes that raised.", "# TYPE gdpval_reconcile_errors_total counter"]
         lines.append(f"gdpval_reconcile_errors_total {self.errors}")
         return "\n".join(lines) + "\n"

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from gdpval.controller import names as n
 from gdpval.controller import s3io
 from gdpval.controller.api import POD_DEFAULTS_ENV, GdpvalRunSpec, GdpvalRunStatus, PodDefaults
-from gdpval.controller.effects import Effects
+from gdpval.controller.effects import Effects, Spawn
+from gdpval.controller.fanout import in_background
 from gdpval.controller.gather import Gatherer, OpenStorage, indexed
 from gdpval.controller.kube import Conflict, Kube
 from gdpval.controller.manifests import RunContext
@@ -100,6 +101,7 @@ class Controller:
         open_storage: OpenStorage = s3io.open_output,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        spawn: Spawn = in_background,
     ):
         self.defaults = defaults
         self.metrics = metrics
@@ -109,7 +111,7 @@ class Controller:
         self.monotonic = monotonic
         self.last_pass = monotonic()  # when a pass last ended, or when there were first runs to pass
         self.gatherer = Gatherer(kube, open_storage)
-        self.effects = Effects(kube)
+        self.effects = Effects(kube, spawn=spawn)
         self.workers: dict[RunKey, RunWorker] = {}
         self.by_uid: dict[str, RunKey] = {}
         self.pods_index: Mapping[str, Any] = {}
@@ -253,11 +255,16 @@ class Controller:
             jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
         )
         if prev.state in TERMINAL_STATES:
-            return await self._finish_pass(worker, ctx, obs, await asyncio.to_thread(decide, obs), None)
-        obs, ledger_version = await self.gatherer.gather(worker.memory, ctx, obs)
+            return await self._finish_pass(worker, ctx, obs, await self._decide(obs), None)
+        with self.metrics.phase("gather"):
+            obs, ledger_version = await self.gatherer.gather(worker.memory, ctx, obs)
         if ledger_version is None:
             return await self._blocked_pass(worker, ctx, obs)
-        return await self._finish_pass(worker, ctx, obs, await asyncio.to_thread(decide, obs), ledger_version)
+        return await self._finish_pass(worker, ctx, obs, await self._decide(obs), ledger_version)
+
+    async def _decide(self, obs: Observed) -> Plan:
+        with self.metrics.phase("decide"):
+            return await asyncio.to_thread(decide, obs)
 
     async def _blocked_pass(self, worker: RunWorker, ctx: RunContext, obs: Observed) -> float:
         """Nothing is read or changed until the blockers are fixed; status says how."""
@@ -273,14 +280,18 @@ class Controller:
         A terminal status goes before the children: once it is written, no later pass creates a Job,
         so a crash between it and the deletions that end the run cannot bring a deleted Job back.
         """
-        await self.effects.write_ledger(worker.memory, ctx, obs, plan, ledger_version)
+        with self.metrics.phase("ledger"):
+            await self.effects.write_ledger(worker.memory, ctx, obs, plan, ledger_version)
         settled = obs.status.state in TERMINAL_STATES
         status = settled_status(obs.status, obs.generation) if settled else build_status(obs, plan)
         if status.state in TERMINAL_STATES:
             await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
-        if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
-            worker.wake.set()  # the next pass reports the refusal in status
-        await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
-        await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
+        with self.metrics.phase("apply"):
+            if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
+                worker.wake.set()  # the next pass reports the refusal in status
+        with self.metrics.phase("status"):
+            await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
+        with self.metrics.phase("events"):
+            await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
         self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
         return plan.requeue_after(obs.now)  # a finished run's only wake-up is its ttlSecondsAfterFinished
