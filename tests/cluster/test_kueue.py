@@ -16,7 +16,7 @@ from kubernetes import client
 from operator_support import OperatorNamespace, operator_namespace
 
 from gdpval.fakemodel.server import start_background
-from support.kueue import ADMISSION_GATE, NAMESPACE_LABEL, QUEUE_LABEL, kueue_manager
+from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, QUEUE_LABEL, kueue_manager
 from support.polling import wait_until
 from support.standins import make_standin_dataset
 from support.watching import EventRecorder, api_client
@@ -150,11 +150,13 @@ def test_a_queue_admits_a_run_at_most_its_quota_at_once(env):
     with start_background(host=env.node_ip, port=0) as model:
         name = env.submit("queued", model.base_url, queue, parallelism=4, selection={"limit": 4})
         status = env.wait_succeeded(name)
+    selector = f"gdpval.io/run={name},app.kubernetes.io/component=sample"
+    wait_until(lambda: not (env.kube.get("pods", selector=selector) or {}).get("items"), 60, "the finished sample pods deleted, past Kueue's finalizer")
     pods.stop(), workloads.stop()
     assert status["progress"] == "4/4" and status["samples"]["succeeded"] == 4 and status["samples"]["failed"] == 0
     every, samples = run_pods(pods.events, name), run_pods(pods.events, name, "sample")
     created = [pod for kind, pod in every if kind == "ADDED"]
-    assert created and all(gated(pod) for pod in created), [p["metadata"]["name"] for p in created if not gated(p)]
+    assert created and all(gated(pod) and KUEUE_FINALIZER in pod["metadata"]["finalizers"] for pod in created), [p["metadata"] for p in created]
     assert len({p["metadata"]["name"] for _, p in samples}) == 4 and never_deleted_while_gated(samples)
     assert most_at_once(samples, unfinished) > K, "parallelism 4 never had more than the quota's pods waiting or running"
     assert most_at_once(samples, admitted) == K and most_at_once(every, admitted) == K

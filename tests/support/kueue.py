@@ -32,6 +32,8 @@ NAMESPACE_LABEL = "gdpval.io/test-kueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Kueue's scheduling gate on a pod it has not admitted yet.
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Kueue's finalizer on the pods it manages (removed once a pod has ended and its Workload is done).
+KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 # What the pod integration needs: pods themselves, and the queue objects and Workloads it uses.
 WEBHOOK_RESOURCES = frozenset({"pods", "workloads", "clusterqueues", "localqueues", "resourceflavors", "cohorts"})
 CLUSTER_SCOPED = frozenset({"clusterqueues", "resourceflavors", "cohorts"})
