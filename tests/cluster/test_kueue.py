@@ -62,6 +62,16 @@ class Env:
         patch = f'[{{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota","value":{pods}}}]'
         self.kube.run("patch", "clusterqueue", cluster_queue, "--type=json", "-p", patch)
 
+    def operator_pass(self, run: str) -> None:
+        """Make the operator pass over `run` now: raise its parallelism by one (applied at once) and
+        wait until the status shows the new generation."""
+        parallelism = self.kube.get("gdpvalrun", run)["spec"]["parallelism"]
+        self.kube.run("patch", "gdpvalrun", run, "--type=merge", "-p", f'{{"spec":{{"parallelism":{parallelism + 1}}}}}')
+        generation = self.kube.get("gdpvalrun", run)["metadata"]["generation"]
+        wait_until(
+            lambda: self.kube.run_status(run).get("observedGeneration", 0) >= generation, 60, f"the operator to observe generation {generation} of {run}"
+        )
+
     def submit(self, name: str, model_url: str, queue: str, **spec: Any) -> str:
         self.kube.apply(self.ns.manifest(name, model_url, pod={"labels": {QUEUE_LABEL: queue}}, **spec))
         return name
@@ -186,14 +196,16 @@ def never_deleted_while_gated(events: Events) -> bool:
 
 def test_raising_the_quota_admits_a_pod_that_waited_past_its_pending_timeout(env):
     """Quota for one pod at parallelism 2, the model holding every reply: one sample pod runs, the
-    other waits behind the gate well past `pendingTimeoutSeconds` and is neither failed nor replaced;
+    other waits behind the gate past `pendingTimeoutSeconds`, seen so by an operator pass, and is neither
+    failed nor replaced;
     raising the quota admits it while the first is still running, and the run succeeds."""
     queue = env.queue("one-pod", 1)
     pods = env.pod_events()
     with start_background(host=env.node_ip, port=0, hold_after=0) as model:
         name = env.submit("raised", model.base_url, queue, parallelism=2, selection={"limit": 2}, samples={"pendingTimeoutSeconds": 30})
         wait_until(lambda: model.app.gate.waiting, RUN_TIMEOUT, "the admitted sample pod's first model request")
-        waiting = wait_until(lambda: gated_longer_than(env, name, 45), RUN_TIMEOUT, "a sample pod gated for 45 s (pending timeout 30 s)")
+        waiting = wait_until(lambda: gated_longer_than(env, name, 32), RUN_TIMEOUT, "a sample pod gated past its pending timeout (30 s)")
+        env.operator_pass(name)  # one that sees the gated pod past its timeout
         env.set_pod_quota(queue, 2)
         wait_until(lambda: pod_admitted(env, waiting["metadata"]["name"]), 60, "the waiting pod admitted once the quota was raised")
         assert model.app.gate.waiting, "the first sample pod finished before the second was admitted"
