@@ -16,7 +16,7 @@ from kubernetes import client
 from operator_support import OperatorNamespace, operator_namespace
 
 from gdpval.fakemodel.server import start_background
-from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, QUEUE_LABEL, kueue_manager
+from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, kueue_manager
 from support.polling import wait_until
 from support.standins import make_standin_dataset
 from support.watching import EventRecorder, api_client
@@ -34,7 +34,7 @@ class Env:
         self.api = api_client(ns.kube.kubeconfig)
         self.flavor = ns.kube.namespace
 
-    def queue(self, name: str, pods: int) -> str:
+    def queue(self, name: str, pods: int, preemption: dict[str, str] | None = None) -> str:
         """A ClusterQueue admitting `pods` pods at once (CPU, memory and disk ample) and its LocalQueue `name`."""
         mine = {NAMESPACE_LABEL: self.kube.namespace}
         cluster_queue = f"{self.kube.namespace}-{name}"
@@ -46,6 +46,7 @@ class Env:
                 "metadata": {"name": cluster_queue, "labels": mine},
                 "spec": {
                     "namespaceSelector": {"matchLabels": mine},
+                    "preemption": preemption or {},
                     "resourceGroups": [{"coveredResources": [q["name"] for q in quotas], "flavors": [{"name": self.flavor, "resources": quotas}]}],
                 },
             }
@@ -72,8 +73,16 @@ class Env:
             lambda: self.kube.run_status(run).get("observedGeneration", 0) >= generation, 60, f"the operator to observe generation {generation} of {run}"
         )
 
-    def submit(self, name: str, model_url: str, queue: str, **spec: Any) -> str:
-        self.kube.apply(self.ns.manifest(name, model_url, pod={"labels": {QUEUE_LABEL: queue}}, **spec))
+    def priority_class(self, name: str, value: int) -> str:
+        """A WorkloadPriorityClass, for a pod's `kueue.x-k8s.io/priority-class` label."""
+        full = f"{self.kube.namespace}-{name}"
+        meta = {"name": full, "labels": {NAMESPACE_LABEL: self.kube.namespace}}
+        self.kube.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": meta, "value": value})
+        return full
+
+    def submit(self, name: str, model_url: str, queue: str, priority: str | None = None, **spec: Any) -> str:
+        labels = {QUEUE_LABEL: queue} | ({PRIORITY_LABEL: priority} if priority else {})
+        self.kube.apply(self.ns.manifest(name, model_url, pod={"labels": labels}, **spec))
         return name
 
     def wait_succeeded(self, name: str) -> dict[str, Any]:
@@ -216,3 +225,30 @@ def test_raising_the_quota_admits_a_pod_that_waited_past_its_pending_timeout(env
     samples = run_pods(pods.events, name, "sample")
     assert len({p["metadata"]["name"] for _, p in samples}) == 2 and never_deleted_while_gated(samples)
     assert most_at_once(samples, admitted) == 2
+
+
+def preempted(pod: dict[str, Any]) -> bool:
+    """Kueue's mark on a pod it ends (preemption, eviction)."""
+    return any(c["type"] == "TerminationTarget" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def test_a_higher_priority_run_preempts_a_sample_pod_that_starts_again_under_its_attempt(env):
+    """Quota for one pod: a low-priority run's sample pod, mid-sample (its model holds every reply),
+    is preempted by a high-priority run's pods. Kueue ends it; the operator re-creates it under the
+    same attempt (the cluster ended it, so it costs no retry), and it runs once the other run is done."""
+    queue = env.queue("preempting", 1, preemption={"withinClusterQueue": "LowerPriority"})
+    low_priority, high_priority = env.priority_class("low", 1), env.priority_class("high", 100)
+    pods = env.pod_events()
+    with start_background(host=env.node_ip, port=0, hold_after=0) as held, start_background(host=env.node_ip, port=0) as model:
+        low = env.submit("low", held.base_url, queue, low_priority, parallelism=1, selection={"limit": 1})
+        wait_until(lambda: held.app.gate.waiting, RUN_TIMEOUT, "the low-priority sample pod's first model request")
+        high = env.submit("high", model.base_url, queue, high_priority, parallelism=1, selection={"limit": 1})
+        env.wait_succeeded(high)
+        held.app.gate.release()
+        status = env.wait_succeeded(low)
+    pods.stop()
+    samples = run_pods(pods.events, low, "sample")
+    assert any(preempted(pod) for _, pod in samples), "Kueue never preempted the low-priority sample pod"
+    names = {pod["metadata"]["name"] for _, pod in samples}
+    assert len(names) == 1 and sum(kind == "ADDED" for kind, _ in samples) >= 2, "not re-created under the same attempt"
+    assert status["samples"]["succeeded"] == 1 and status["samples"]["failed"] == 0

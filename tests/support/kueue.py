@@ -30,6 +30,7 @@ from support.polling import wait_until
 # The namespace label that selects what this Kueue manages; its value is the namespace's own name.
 NAMESPACE_LABEL = "gdpval.io/test-kueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Kueue's scheduling gate on a pod it has not admitted yet.
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 # Kueue's finalizer on the pods it manages (removed once a pod has ended and its Workload is done).
@@ -175,7 +176,7 @@ def delete_stale_webhooks(kube: Any) -> None:
 
 # What Kueue puts finalizers on: in the namespace, and (labelled with it) the cluster's queue objects.
 _NAMESPACED = "pods,workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io"
-_CLUSTER = "clusterqueues.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io"
+_CLUSTER = "clusterqueues.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io,workloadpriorityclasses.kueue.x-k8s.io"
 
 
 def release(kube: Any) -> None:

@@ -105,6 +105,8 @@ def test_parse_pod_tells_a_disruption_from_a_failure():
     assert failed(reason="Evicted", message="The node was low on resource: memory.")
     assert failed(reason="Preempted") and failed(reason="Terminated", message="Pod was terminated in response to imminent node shutdown.")
     assert not failed(reason="DeadlineExceeded") and not failed(conditions=[{**condition, "status": "False"}]) and not parse_pod(POD).disrupted
+    kueue = {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted", "message": "Preempted to accommodate a workload"}
+    assert failed(conditions=[kueue]) and not failed(conditions=[{**kueue, "status": "False"}])
 
 
 @pytest.mark.parametrize(

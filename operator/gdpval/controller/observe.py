@@ -16,6 +16,9 @@ NOTABLE_WAITING = PERMANENT_WAITING | {"ErrImagePull", "ImagePullBackOff", "Crea
 # A failed pod's status.reason when the cluster, not the pod, ended it (scheduler or kubelet
 # preemption, node-pressure eviction, graceful node shutdown).
 DISRUPTION_REASONS = frozenset({"Preempted", "Preempting", "Evicted", "Terminated", "Shutdown", "NodeShutdown"})
+# A pod condition (True) by which the cluster marks a pod it ends: Kubernetes' DisruptionTarget, and
+# Kueue's TerminationTarget on a pod of a Workload it preempts or evicts (the pod integration).
+DISRUPTION_CONDITIONS = frozenset({"DisruptionTarget", "TerminationTarget"})
 # The kubelet's eviction messages when a pod passes its own limits (an emptyDir's sizeLimit, a
 # container's or the pod's ephemeral-storage limit): the sample did it, so it costs an attempt.
 OWN_LIMIT_MESSAGES = ("exceeds the limit", "exceeded its local ephemeral storage limit", "exceeds the total limit of containers")
@@ -109,7 +112,7 @@ def _gates(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
 def _disrupted(status: Mapping[str, Any]) -> bool:
     if over_own_limit(status):
         return False
-    if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions", [])):
+    if any(c.get("type") in DISRUPTION_CONDITIONS and c.get("status") == "True" for c in status.get("conditions", [])):
         return True
     return status.get("phase") == "Failed" and status.get("reason") in DISRUPTION_REASONS
 
