@@ -11,8 +11,10 @@ from gdpval.controller.ledger import Entry, Outcome
 from gdpval.controller.observe import JobView, parse_time
 
 # New sample pods one pass asks for at most: a run filling a large window takes several short passes,
-# and the runs waiting for a pass slot (served in turn) get theirs in between.
-MAX_CREATES_PER_PASS = 50
+# and the runs waiting for a pass slot (served in turn) get theirs in between. 25 creations issued
+# 16 at a time take about 0.3 s on a loaded 2-core test machine (bench/README.md), and still let one
+# run start some 15 pods a second, far more than samples of minutes need.
+MAX_CREATES_PER_PASS = 25
 # A refused pod create (quota, admission) is tried again after this; the API's message shows meanwhile.
 CREATE_RETRY_SECONDS = 30.0
 # A refused Job create blocks the run this long, then the next pass tries again.
