@@ -159,6 +159,22 @@ class KueueManager:
                 self.proc.wait()
 
 
+def gates_pods(kube: Any) -> bool:
+    """A pod with a queue label, created in `kube.namespace` as a dry run, comes back behind Kueue's
+    gate: the API server has Kueue's webhooks and reaches them."""
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True, "runAsUser": 1000}
+    container = {"name": "probe", "image": "localhost/kueue-probe:none", "securityContext": security}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kueue-probe", "labels": {QUEUE_LABEL: "probe"}},
+        "spec": {"containers": [container], "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}},
+    }
+    done = kube.run("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod), check=False)
+    gates = json.loads(done.stdout)["spec"].get("schedulingGates", []) if done.returncode == 0 else []
+    return any(g["name"] == ADMISSION_GATE for g in gates)
+
+
 def established(kube: Any, crd: str) -> bool:
     conditions = ((kube.get("crd", crd) or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
@@ -216,7 +232,7 @@ def kueue_manager(kube: Any, folder: Path, timeout: float = 120) -> Iterator[Kue
     manager = KueueManager(kube, folder, health_port, proc)
     try:
         kube.run("apply", "-f", "-", input=yaml.safe_dump_all(hooks))
-        wait_until(manager.ready, timeout, "Kueue's webhook server to be ready")
+        wait_until(lambda: manager.ready() and gates_pods(kube), timeout, "Kueue's webhook to gate a pod in the namespace")
         yield manager
     finally:
         try:
