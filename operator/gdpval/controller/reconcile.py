@@ -19,6 +19,7 @@ after the previous one is recorded as ended, and never after a success.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -341,33 +342,47 @@ def _create_backoff(obs: Observed, plan: Plan, sample: str) -> bool:
     return True
 
 
+def _where(spec: GdpvalRunSpec, entry: Entry | None) -> str:
+    """pending, running, succeeded or failed: where a sample stands in the counts."""
+    if entry is None:
+        return "pending"
+    if entry.outcome == Outcome.running:
+        return "running"
+    if entry.outcome == Outcome.succeeded:
+        return "succeeded"
+    return "failed" if gave_up(spec, entry) else "pending"
+
+
 def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger, sectors: Mapping[str, str] | None = None) -> Tally:
-    t = Tally(total=len(samples))
+    """Counted in plain integers and made a model once: a pass counts every sample (10,000 or more)."""
+    counts: Counter[str] = Counter()
+    by_sector: dict[str, Counter[str]] = {}
+    reasons: dict[str, int] = {}
+    retried = input_tokens = output_tokens = api_errors = 0
     for sample in samples:
         entry = ledger.get(sample)
-        sector = t.count_sector(sectors.get(sample, "")) if sectors else None
-        if sector is not None:
-            sector.total += 1
+        where = _where(spec, entry)
+        counts[where] += 1
+        if sectors:
+            by_sector.setdefault(sectors.get(sample, ""), Counter())[where] += 1
         if entry is None:
-            t.pending += 1
             continue
-        if sector is not None and entry.outcome == Outcome.succeeded:
-            sector.succeeded += 1
-        elif sector is not None and gave_up(spec, entry):
-            sector.failed += 1
-        t.retried += max(0, entry.pods - 1)
-        t.input_tokens += entry.input_tokens
-        t.output_tokens += entry.output_tokens
-        t.api_errors += entry.api_errors
-        if entry.outcome == Outcome.running:
-            t.running += 1
-        elif entry.outcome == Outcome.succeeded:
-            t.succeeded += 1
-        elif gave_up(spec, entry):
-            t.failed += 1
-            t.failure_reasons[entry.reason] = t.failure_reasons.get(entry.reason, 0) + 1
-        else:
-            t.pending += 1
+        retried += max(0, entry.pods - 1)
+        input_tokens, output_tokens, api_errors = input_tokens + entry.input_tokens, output_tokens + entry.output_tokens, api_errors + entry.api_errors
+        if where == "failed":
+            reasons[entry.reason] = reasons.get(entry.reason, 0) + 1
+    t = Tally(
+        total=len(samples),
+        **{k: counts[k] for k in ("pending", "running", "succeeded", "failed")},
+        retried=retried,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        api_errors=api_errors,
+        failure_reasons=reasons,
+    )
+    for sector, seen in by_sector.items():
+        into = t.count_sector(sector)
+        into.total, into.succeeded, into.failed = into.total + seen.total(), into.succeeded + seen["succeeded"], into.failed + seen["failed"]
     return t
 
 
