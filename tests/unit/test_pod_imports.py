@@ -38,7 +38,7 @@ def test_stage_imports_neither_the_model_client_nor_rich(tmp_path):
     out, sample = _prepared(tmp_path)
     printed, modules = _imported("stage", "--run-name", RUN, "--output", str(out), "--sample", sample, "--dest", str(tmp_path / "refs"))
     assert printed["sample"] == sample
-    assert not modules & (NEVER | {"openai", "httpx", "gdpval.agent.client", "gdpval.runner.attempt"})
+    assert not modules & (NEVER | {"openai", "httpx", "gdpval.agent.client", "gdpval.runner.attempt", "gdpval.judge.models", "gdpval.sandbox.local"})
 
 
 def test_sample_imports_the_model_client_but_nothing_of_the_operator_or_report(tmp_path):

@@ -1,9 +1,33 @@
 """The local rubric judge: a judge model scores a run's deliverables against each task's rubric_json.
 
 Its figures are a local estimate, never the official GDPval grade (OpenAI grades submissions).
+The names below load on first use: the CLI registers `gdpval judge` from this package, and every
+sample pod's commands would otherwise build the judge's models at start (issue 11).
 """
 
-from gdpval.judge.models import LABEL, JudgeResults, SampleScore
-from gdpval.judge.store import load_results, load_scores
+from __future__ import annotations
 
-__all__ = ["LABEL", "JudgeResults", "SampleScore", "load_results", "load_scores"]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gdpval.judge.models import LABEL as LABEL
+    from gdpval.judge.models import JudgeResults as JudgeResults
+    from gdpval.judge.models import SampleScore as SampleScore
+    from gdpval.judge.store import load_results as load_results
+    from gdpval.judge.store import load_scores as load_scores
+
+_HOMES = {
+    "LABEL": "gdpval.judge.models",
+    "JudgeResults": "gdpval.judge.models",
+    "SampleScore": "gdpval.judge.models",
+    "load_results": "gdpval.judge.store",
+    "load_scores": "gdpval.judge.store",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOMES[name]), name)

@@ -1,18 +1,50 @@
-"""Sandboxes where the model's tools run: the tool server, its client, local sandboxes, deliverables."""
+"""Sandboxes where the model's tools run: the tool server, its client, local sandboxes, deliverables.
 
-from gdpval.sandbox.client import SandboxClient, SandboxError, SandboxUnavailable, ToolOutput
-from gdpval.sandbox.deliverables import Collected, Deliverable, collect, upload
-from gdpval.sandbox.local import LocalSandbox, bwrap_status
+The names below load on first use: the CLI registers `gdpval runtime` from this package, and a sample
+pod's `stage` needs none of them (issue 11).
+"""
 
-__all__ = [
-    "Collected",
-    "Deliverable",
-    "LocalSandbox",
-    "SandboxClient",
-    "SandboxError",
-    "SandboxUnavailable",
-    "ToolOutput",
-    "bwrap_status",
-    "collect",
-    "upload",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gdpval.sandbox.client import (
+        SandboxClient as SandboxClient,
+    )
+    from gdpval.sandbox.client import (
+        SandboxError as SandboxError,
+    )
+    from gdpval.sandbox.client import (
+        SandboxUnavailable as SandboxUnavailable,
+    )
+    from gdpval.sandbox.client import (
+        ToolOutput as ToolOutput,
+    )
+    from gdpval.sandbox.deliverables import Collected as Collected
+    from gdpval.sandbox.deliverables import Deliverable as Deliverable
+    from gdpval.sandbox.deliverables import collect as collect
+    from gdpval.sandbox.deliverables import upload as upload
+    from gdpval.sandbox.local import LocalSandbox as LocalSandbox
+    from gdpval.sandbox.local import bwrap_status as bwrap_status
+
+_HOMES = {
+    "Collected": "gdpval.sandbox.deliverables",
+    "Deliverable": "gdpval.sandbox.deliverables",
+    "LocalSandbox": "gdpval.sandbox.local",
+    "SandboxClient": "gdpval.sandbox.client",
+    "SandboxError": "gdpval.sandbox.client",
+    "SandboxUnavailable": "gdpval.sandbox.client",
+    "ToolOutput": "gdpval.sandbox.client",
+    "bwrap_status": "gdpval.sandbox.local",
+    "collect": "gdpval.sandbox.deliverables",
+    "upload": "gdpval.sandbox.deliverables",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOMES[name]), name)
