@@ -62,6 +62,8 @@ def watch_forever(list_fn: Callable[..., Any], on_event: OnEvent, stop: threadin
                 log.warning("watch %s: %s", getattr(list_fn, "__name__", list_fn), exc)
                 time.sleep(1)
             version = None
+        except KeyError:
+            version = None  # the client's raw stream fails this way on an ERROR event (an expired resourceVersion, 410)
         except Exception:
             log.warning("watch %s failed; starting over", getattr(list_fn, "__name__", list_fn), exc_info=True)
             time.sleep(1)
