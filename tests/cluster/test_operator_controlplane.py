@@ -25,13 +25,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
-from gdpval.controller import api
+from gdpval.controller import api, queue
 from gdpval.controller.api import OutputSpec
 from gdpval.controller.s3io import open_output
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
+from infra.paths import cache_dir, versions
 from support import runs
 from support.controlplane import binaries
 from support.polling import wait_until
@@ -572,3 +573,83 @@ def test_two_replicas_with_leader_election_never_both_act(env, tmp_path):
         for replica in replicas.values():
             replica.kill()
         env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, ns, api.PLURAL, name)
+
+
+def _workload(env: Env, name: str) -> dict | None:
+    wl_name = queue.workload_name(name, env.run(name)["metadata"]["uid"])
+    try:
+        return env.cp.custom.get_namespaced_custom_object(queue.GROUP, queue.VERSION, NS, queue.PLURAL, wl_name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _kueue_writes(env: Env, name: str, *conditions: tuple[str, str, str], admitted: bool) -> None:
+    """What Kueue's scheduler writes: quota reserved and admitted (or an eviction on top), in one status update."""
+    wl = _workload(env, name)
+    assert wl is not None
+    now = _now()
+    wl["status"] = {"conditions": [{"type": t, "status": s, "reason": r, "message": f"{r} by the test", "lastTransitionTime": now} for t, s, r in conditions]}
+    if admitted:
+        assignment = {"name": "sample", "flavors": {"cpu": "default"}, "count": wl["spec"]["podSets"][0]["count"]}
+        wl["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": [assignment]}
+    env.cp.custom.replace_namespaced_custom_object_status(queue.GROUP, queue.VERSION, NS, queue.PLURAL, wl["metadata"]["name"], wl)
+
+
+def _condition_of(obj: dict | None, type_: str) -> dict:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == type_), {})
+
+
+ADMIT = (("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted"))
+
+
+def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_finished(env):
+    """Kueue's part played by the test (its Workload CRD, no manager): without the CRD the run says so;
+    with it, one Workload holds the run until admitted, an eviction stops its pods and gives the quota
+    back, a second admission resumes the same attempts, and the run's end marks the Workload Finished."""
+    name = "queued"
+    manifest = run_manifest(
+        name,
+        NS,
+        model_url="http://10.250.0.1:8000/v1",
+        dataset=f"s3://{env.bucket}/dataset",
+        output_url=f"s3://{env.bucket}/out",
+        endpoint=env.endpoint,
+        images=IMAGES,
+        parallelism=2,
+        failureBudget=0,
+        samples={"retries": 0},
+    )
+    manifest["metadata"]["labels"] = {queue.QUEUE_LABEL: "team-a"}
+    env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
+    ready = _wait(lambda: env.condition(name, "Ready").get("reason") == "KueueNotInstalled" and env.condition(name, "Ready"), 30, "KueueNotInstalled")
+    assert "Kueue queue team-a" in ready["message"] and not env.jobs(name)
+    crd = yaml.safe_load((cache_dir() / "kueue" / versions()["KUEUE_VERSION"] / "crd" / "kueue.x-k8s.io_workloads.yaml").read_text())
+    env.cp.ext.create_custom_resource_definition(crd)
+    wl = _wait(lambda: _workload(env, name), 60, "the run's Workload")
+    owner = wl["metadata"]["ownerReferences"][0]
+    assert owner["controller"] and owner["uid"] == env.run(name)["metadata"]["uid"] and wl["spec"]["queueName"] == "team-a"
+    assert wl["spec"]["podSets"][0]["count"] == 2
+    _wait(lambda: env.condition(name, "Suspended").get("reason") == queue.QUEUED, 30, "the run waiting for admission")
+    assert "waiting for admission by Kueue in queue team-a" in env.condition(name, "Ready")["message"] and not env.jobs(name)
+
+    _kueue_writes(env, name, *ADMIT, admitted=True)
+    _wait(lambda: "prepare" in env.jobs(name), 30, "the prepare Job once admitted")
+    env.prepare(name, 3)
+    _wait(lambda: len(env.pods(name)) == 2, 30, "two sample pods")
+
+    _kueue_writes(env, name, *ADMIT, ("Evicted", "True", "Preempted"), admitted=True)
+    _wait(lambda: not env.pods(name), 30, "the evicted run's pods stopped")
+    released = _wait(lambda: _condition_of(_workload(env, name), "QuotaReserved").get("status") == "False" and _workload(env, name), 30, "the quota given back")
+    assert "admission" not in released["status"] and _condition_of(released, "Requeued")["status"] == "True"
+    assert env.condition(name, "Suspended")["reason"] == queue.EVICTED and env.status(name)["samples"]["failed"] == 0
+
+    _kueue_writes(env, name, *ADMIT, admitted=True)
+    pods = _wait(lambda: len(env.pods(name)) == 2 and env.pods(name), 30, "the samples started again")
+    assert {p.metadata.labels["gdpval.io/attempt"] for p in pods} == {"1"}, "an eviction costs no attempt"
+    env.finish_pod(pods[0], "bad")
+    _wait(lambda: env.status(name).get("state") == "Failed", 30, "the run failed on its budget")
+    finished = _wait(lambda: _condition_of(_workload(env, name), "Finished"), 30, "the Workload Finished")
+    assert (finished["status"], finished["reason"]) == ("True", "Failed")
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)

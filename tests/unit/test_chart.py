@@ -274,11 +274,12 @@ def test_default_watches_only_the_release_namespace() -> None:
     [binding] = _operator_roles(docs, "RoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{RELEASE}-gdpval", "namespace": NAMESPACE}]
     assert watched_flags(operator_container(docs)["args"]) == [NAMESPACE]
-    # The only cluster-scoped grant: reading namespaces and CRDs.
+    # The only cluster-scoped grant: reading namespaces, CRDs and Kueue priority classes.
     (cluster_role,) = _operator_roles(docs, "ClusterRole")
     assert cluster_role["rules"] == [
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloadpriorityclasses"], "verbs": ["get"]},
     ]
 
 
@@ -306,6 +307,10 @@ def test_operator_rules_cover_what_it_does() -> None:
         ("", "events", "create"),
         # Children carry blockOwnerDeletion: OwnerReferencesPermissionEnforcement (OpenShift) refuses them without it.
         ("gdpval.io", "gdpvalruns/finalizers", "update"),
+        # A run queued whole in Kueue: its Workload, and that Workload's status.
+        ("kueue.x-k8s.io", "workloads", "get"),
+        ("kueue.x-k8s.io", "workloads", "create"),
+        ("kueue.x-k8s.io", "workloads/status", "patch"),
     }
     assert needed <= grants
     # The operator writes status only: no update/patch of runs, so no finalizer can be added by it.

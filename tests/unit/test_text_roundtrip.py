@@ -40,7 +40,7 @@ from kubernetes.client import ApiClient
 
 from gdpval import contract
 from gdpval.agent.transcript import Transcript
-from gdpval.controller import ledger
+from gdpval.controller import ledger, queue
 from gdpval.controller import manifests as m
 from gdpval.controller import names as n
 from gdpval.controller.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
@@ -314,6 +314,24 @@ def test_event(message, reason):
     event = m.event("run", "ns", "uid-1", KIND, reason, message, "2026-01-01T00:00:00Z", "abc")
     back = kube_wire(event)
     assert back["message"] == json_equal(message[:1024]) and back["reason"] == reason
+
+
+@PROFILE
+@given(message=WITH_LONE, evicted=TEXT)
+@example(message="x" * 40000 + "\u2028", evicted="preempted by \u202e \x00")
+def test_kueue_workload_status(message, evicted):
+    """A queued run's Workload: Kueue's eviction message read back, the run's end message written (both arbitrary text)."""
+    body = {"metadata": {"name": "wl", "resourceVersion": "1"}, "status": {"admission": {"clusterQueue": "cq"}, "conditions": []}}
+    body["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": evicted},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": evicted},
+    ]
+    view = queue.parse_workload(kube_wire(body))
+    assert view.evicted_message == evicted
+    released = {c["type"]: c for c in kube_wire(queue.release_patch(view, 1.0e9))["status"]["conditions"]}
+    assert released["QuotaReserved"]["message"] == evicted
+    finished = {c["type"]: c for c in kube_wire(queue.finish_patch(view, False, message, 1.0e9))["status"]["conditions"]}["Finished"]
+    assert finished["message"] == json_equal(message[:32768])
 
 
 @PROFILE

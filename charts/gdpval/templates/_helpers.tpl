@@ -132,12 +132,21 @@ operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# A run labelled kueue.x-k8s.io/queue-name is queued whole as one Kueue Workload: the operator
+# creates it, reads it by name each pass (no watch: Kueue may be absent), and writes its status
+# (quota given back after an eviction, Finished at the end).
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "create", "update", "patch"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["get", "update", "patch"]
 {{- end }}
 
 {{/*
 Read-only discovery: kopf lists the namespaces it was given (without this it retries for about a
 minute at every start before falling back) and watches CRDs, so a GdpvalRun CRD installed or
-changed later is picked up without a restart. Names and schemas only, no object data.
+changed later is picked up without a restart. Names and schemas only, and the value of a Kueue WorkloadPriorityClass.
 */}}
 {{- define "gdpval.discoveryRules" -}}
 - apiGroups: [""]
@@ -146,6 +155,10 @@ changed later is picked up without a restart. Names and schemas only, no object 
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+# The value of a queued run's WorkloadPriorityClass (kueue.x-k8s.io/priority-class), copied into its Workload.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloadpriorityclasses"]
+  verbs: ["get"]
 {{- end }}
 
 {{/* Selector labels as a label-selector string, k=v,k=v (keys sorted). */}}

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable
 from functools import partial
 
-from gdpval.controller import api, manifests, s3io
+from gdpval.controller import api, manifests, queue, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunStatus
 from gdpval.controller.fanout import fan_out, in_background
@@ -25,7 +25,7 @@ from gdpval.controller.ledger import encode_cluster, split
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import Refusals, RunMemory
 from gdpval.controller.observe import iso
-from gdpval.controller.reconcile import Note, Observed, Plan
+from gdpval.controller.reconcile import WORKLOAD_CREATE, WORKLOAD_RELEASE, Note, Observed, Plan
 from gdpval.controller.resolve import Resolver, resolve_hosts
 from gdpval.controller.status import status_patch
 
@@ -91,6 +91,29 @@ class Effects:
         if plan.delete_run:
             self.kube.delete_run(ctx.namespace, ctx.name)
         return refused
+
+    async def write_workload(self, ctx: RunContext, obs: Observed, plan: Plan) -> None:
+        """A queued run's Workload: created (with its WorkloadPriorityClass's value, as Kueue's job
+        integrations do), or its status patched: quota given back after an eviction, or Finished."""
+        queueing, view = obs.queueing, obs.workload
+        if not plan.workload or queueing is None:
+            return
+        if plan.workload == WORKLOAD_CREATE:
+            priority = await asyncio.to_thread(self.kube.workload_priority, queueing.priority) if queueing.priority else None
+            if queueing.priority and priority is None:
+                plan.notes.append(
+                    Note("PriorityClassNotFound", f"WorkloadPriorityClass {queueing.priority!r} not found: the Workload queues at priority 0", warning=True)
+                )
+            refused = await asyncio.to_thread(self.kube.create_workload, queue.workload_manifest(ctx, queueing, priority))
+            if refused:
+                plan.notes.append(Note("WorkloadRefused", f"the Kueue Workload for queue {queueing.queue} was refused: {refused}", warning=True))
+            return
+        assert view is not None  # decide patches only a Workload it read
+        if plan.workload == WORKLOAD_RELEASE:
+            patch = queue.release_patch(view, obs.now)
+        else:
+            patch = queue.finish_patch(view, plan.state == "Succeeded", plan.message, obs.now)
+        await asyncio.to_thread(self.kube.patch_workload_status, ctx.namespace, view.name, patch)
 
     def _delete_pods(self, memory: RunMemory, ctx: RunContext, names: list[str]) -> None:
         """Deletions the pass does not wait for: the ledger already holds what each pod's end decided,

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gdpval.controller import judging, manifests, s3io
+from gdpval.controller import judging, manifests, queue, s3io
 from gdpval.controller import names as n
 from gdpval.controller.api import GdpvalRunSpec, OutputSpec
 from gdpval.controller.fanout import fan_out
-from gdpval.controller.kube import Kube, SecretCheck
+from gdpval.controller.kube import Kube, NoWorkloadApi, SecretCheck
 from gdpval.controller.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
 from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
@@ -43,7 +43,8 @@ class Gatherer:
 
     async def gather(self, memory: RunMemory, ctx: RunContext, obs: Observed) -> tuple[Observed, str | None]:
         """`obs` completed, with the ledger's resourceVersion; None instead when a blocker stops the pass."""
-        blockers = static_blockers(memory, ctx, obs.now)
+        obs = await self.workload(ctx, obs)
+        blockers = [*obs.blockers, *static_blockers(memory, ctx, obs.now)]
         check = await self._check_secrets(memory, ctx, obs.now)
         blockers += check.blockers
         if ctx.spec.output.credentials_secret and check.s3_credentials is None:
@@ -63,6 +64,21 @@ class Gatherer:
         except StorageError as exc:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))
             return replace(obs, blockers=tuple(blockers)), None
+
+    async def workload(self, ctx: RunContext, obs: Observed) -> Observed:
+        """A queued run's Workload, read by a GET in each pass (no watch: the Kueue CRD may be absent)."""
+        if obs.queueing is None:
+            return obs
+        name = queue.workload_name(ctx.name, ctx.uid)
+        try:
+            body = await asyncio.to_thread(self.kube.read_workload, ctx.namespace, name)
+        except NoWorkloadApi as exc:
+            message = (
+                f"the run is labelled for Kueue queue {obs.queueing.queue} but the cluster has no Kueue Workload API ({exc}); "
+                f"install Kueue or remove the label {queue.QUEUE_LABEL}"
+            )
+            return replace(obs, blockers=(*obs.blockers, Blocker("KueueNotInstalled", message)))
+        return replace(obs, workload=queue.parse_workload(body) if body is not None else None)
 
     async def _check_secrets(self, memory: RunMemory, ctx: RunContext, now: float) -> SecretCheck:
         """Read only when the spec names other Secrets, the last check found one missing, or it is stale."""

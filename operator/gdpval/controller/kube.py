@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gdpval.controller import api, fanout
+from gdpval.controller import api, fanout, queue
 from gdpval.controller.reconcile import Blocker
 
 # (connect, read) seconds for each of the operator's own calls (its reads and deletes are retried
@@ -26,6 +26,10 @@ REQUEST_TIMEOUT = (10.0, 30.0)
 
 class SecretForbidden(Exception):
     """RBAC keeps the operator from reading a Secret the run names."""
+
+
+class NoWorkloadApi(Exception):
+    """The cluster serves no Kueue Workloads (Kueue not installed, or another version of its API)."""
 
 
 class Conflict(Exception):
@@ -125,6 +129,27 @@ class Kube:
             raise Conflict(f"ledger {name} belongs to an earlier run of the same name; waiting for its removal")
         return dict(cm.data or {}), cm.metadata.resource_version
 
+    def read_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A queued run's Workload, or None before it is created; NoWorkloadApi when the cluster has no such API."""
+        try:
+            return self.custom.get_namespaced_custom_object(queue.GROUP, queue.VERSION, namespace, queue.PLURAL, name, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if not _names_object(exc):
+                raise NoWorkloadApi(f"{queue.GROUP}/{queue.VERSION} {queue.PLURAL}") from None
+            return None
+
+    def workload_priority(self, name: str) -> int | None:
+        """A WorkloadPriorityClass's value (Kueue's job integrations copy it into the Workload), None if it does not exist."""
+        try:
+            found = self.custom.get_cluster_custom_object(queue.GROUP, queue.VERSION, "workloadpriorityclasses", name, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return int(found.get("value", 0))
+
     # --- writes --------------------------------------------------------------------------------
 
     def create_ledger(self, manifest: Mapping[str, Any]) -> str:
@@ -197,6 +222,33 @@ class Kube:
         """ttlSecondsAfterFinished: the run goes, its children with it (ownerReferences)."""
         _delete(lambda n, ns, **kw: self.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, ns, api.PLURAL, n, **kw), namespace, name, self.timeout)
 
+    def create_workload(self, manifest: Mapping[str, Any]) -> str | None:
+        """None when created (or already there); the API's message when it refused the Workload."""
+
+        def call(namespace: str, body: Mapping[str, Any], **kw: Any) -> Any:
+            return self.custom.create_namespaced_custom_object(queue.GROUP, queue.VERSION, namespace, queue.PLURAL, body, **kw)
+
+        return _create(call, manifest, self.timeout)
+
+    def patch_workload_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch carrying the resourceVersion it was computed from: a Workload Kueue changed meanwhile is a Conflict."""
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                queue.GROUP,
+                queue.VERSION,
+                namespace,
+                queue.PLURAL,
+                name,
+                dict(patch),
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(f"workload {name} changed: {exc.reason}") from None
+            if exc.status != 404:
+                raise
+
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
             self.custom.patch_namespaced_custom_object_status(
@@ -214,6 +266,14 @@ def _missing(data: Mapping[str, str] | None, namespace: str, name: str, keys: li
     if absent:
         return [Blocker("SecretKeyNotFound", f"{field}: Secret {name!r} has no key {', '.join(map(repr, absent))}; add it or fix the key name")]
     return []
+
+
+def _names_object(exc: ApiException) -> bool:
+    """A 404 about one object (it names it) rather than about a resource type the server does not serve."""
+    try:
+        return bool((json.loads(exc.body or "{}").get("details") or {}).get("name"))
+    except ValueError:
+        return False
 
 
 def _api_message(exc: ApiException) -> str:

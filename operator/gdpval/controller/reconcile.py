@@ -44,10 +44,12 @@ from gdpval.controller.policy import (
     retry_at,
     ttl_expires_at,
 )
+from gdpval.controller.queue import Queueing, WorkloadView, hold_reason, must_release
 from gdpval.sample import Tally as RunTally
 
 TERMINAL_STATES = ("Succeeded", "Failed")
 RESYNC_SECONDS = 60.0
+QUEUE_POLL_SECONDS = 5.0  # a queued run reads its Workload this often (no watch: the Kueue CRD may be absent)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class Observed:
     submission: Submission | None = None
     submission_error: str = ""
     judge: JudgeEstimate | None = None  # read once the judge Job succeeded
+    queueing: Queueing | None = None  # the run's Kueue labels: one Workload queues the whole run
+    workload: WorkloadView | None = None  # read in each pass of a queued run; None before it exists
 
 
 class Tally(RunTally):
@@ -138,10 +142,24 @@ class Plan:
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge
+    workload: str = ""  # WORKLOAD_CREATE, WORKLOAD_RELEASE or WORKLOAD_FINISH: the queued run's Workload write
 
     def requeue_after(self, now: float) -> float:
         soonest = min([t - now for t in self.wake_at] + [RESYNC_SECONDS])
         return max(1.0, soonest)
+
+
+WORKLOAD_CREATE, WORKLOAD_RELEASE, WORKLOAD_FINISH = "create", "release", "finish"
+
+
+def held(obs: Observed) -> tuple[str, str] | None:
+    """Why Kueue keeps a queued run from running now (reason, message), or None."""
+    return hold_reason(obs.queueing, obs.workload) if obs.queueing else None
+
+
+def suspended_now(obs: Observed) -> bool:
+    """spec.suspend, or queued and not admitted: either way nothing runs and the deadline is paused."""
+    return obs.spec.suspend or held(obs) is not None
 
 
 def _is_current(entry: Entry | None, pod: PodView) -> bool:
@@ -169,9 +187,10 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
         if pod.terminal and _is_current(obs.ledger.get(pod.sample), pod):
             wanted.append((pod.sample, pod.attempt))
     resumed = 0
+    stopped = suspended_now(obs)
     for sample, entry in sorted(obs.ledger.items()):
         paused = entry.outcome == Outcome.paused
-        if paused and (obs.spec.suspend or resumed >= MAX_CREATES_PER_PASS):
+        if paused and (stopped or resumed >= MAX_CREATES_PER_PASS):
             continue
         if not entry.ended_attempt and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
@@ -435,8 +454,9 @@ def _stop_jobs(obs: Observed, plan: Plan) -> None:
 def _prepare(obs: Observed, plan: Plan, can_start: bool) -> None:
     job = obs.jobs.get(n.COMPONENT_PREPARE)
     plan.state = "Preparing"
-    if job is None and obs.spec.suspend:
+    if job is None and suspended_now(obs):
         plan.state, plan.reason, plan.message = "Suspended", "Suspended", "suspended before the prepare Job started"
+        _queue_reason(obs, plan)
         return
     if _job_missing_or_failed(obs, plan, job, n.COMPONENT_PREPARE, can_start) or job is None:
         return
@@ -520,11 +540,11 @@ def _failure_summary(t: Tally) -> str:
 
 
 def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: bool) -> None:
-    suspended = obs.spec.suspend
+    stopped = suspended_now(obs)
     _record_pods(obs, plan)
-    if suspended:
+    if stopped:
         _pause(obs, plan)
-    _record_lost(obs, plan, suspended or not can_start)
+    _record_lost(obs, plan, stopped or not can_start)
     t = tally(obs.spec, samples, plan.ledger, obs.sectors)
     allowed = budget_allowed(obs.spec.failure_budget, t.total)
     if t.failed > allowed:
@@ -533,16 +553,17 @@ def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_star
         plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
         return
     if t.pending or t.running:
-        if can_start and not suspended:
+        if can_start and not stopped:
             _fill_window(obs, plan, samples)
         plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
-        plan.state = "Suspended" if suspended else "Running"
-        plan.reason = "Suspended" if suspended else ("PodsNotStarting" if plan.waiting else "SamplesRunning")
+        plan.state = "Suspended" if stopped else "Running"
+        plan.reason = "Suspended" if stopped else ("PodsNotStarting" if plan.waiting else "SamplesRunning")
         plan.message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
+        _queue_reason(obs, plan)
         plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
         return
     plan.tally = t
-    _assemble(obs, plan, can_start and not suspended)
+    _assemble(obs, plan, can_start and not stopped)
 
 
 def decide(obs: Observed) -> Plan:
@@ -552,7 +573,7 @@ def decide(obs: Observed) -> Plan:
         return _settled(obs, plan)
     can_start = not obs.blockers
     deadline = deadline_at(obs.spec, obs.status, obs.now)
-    if deadline is not None and not obs.spec.suspend:
+    if deadline is not None and not suspended_now(obs):
         plan.wake_at.append(deadline)
     if obs.samples is None:
         _prepare(obs, plan, can_start)
@@ -564,17 +585,48 @@ def decide(obs: Observed) -> Plan:
         _cleanup_jobs(obs, plan)
     else:
         _suspend_jobs(obs, plan)
+    _workload_step(obs, plan)
     return plan
+
+
+def _queue_reason(obs: Observed, plan: Plan) -> None:
+    """A run Kueue holds (and not the user) says so in its reason and message."""
+    why = None if obs.spec.suspend else held(obs)
+    if why is not None:
+        plan.reason, plan.message = why[0], f"{why[1]}; {plan.message}"
+
+
+def _workload_step(obs: Observed, plan: Plan) -> None:
+    """The queued run's Workload: created once; its quota given back after an eviction once nothing
+    runs, or at the end (Finished). Its status is read again soon: Kueue's decisions arrive by polling."""
+    if obs.queueing is None:
+        return
+    view = obs.workload
+    if view is None and not obs.blockers and plan.state not in TERMINAL_STATES:
+        plan.workload = WORKLOAD_CREATE
+    elif view is not None and plan.state in TERMINAL_STATES and not view.finished:
+        plan.workload = WORKLOAD_FINISH
+    elif must_release(view, _active(obs, plan)):
+        plan.workload = WORKLOAD_RELEASE
+    if plan.state not in TERMINAL_STATES:
+        plan.wake_at.append(obs.now + QUEUE_POLL_SECONDS)
+
+
+def _active(obs: Observed, plan: Plan) -> bool:
+    """Anything of the run still holds resources: a live sample pod, or a Job's pod not yet stopped."""
+    pods = any(p.component == n.COMPONENT_SAMPLE and not p.terminal for p in obs.pods)
+    return pods or bool(plan.create_pods) or any(j.active for j in obs.jobs.values())
 
 
 def _suspend_jobs(obs: Observed, plan: Plan) -> None:
     """spec.suspend reaches an unfinished Job as the Job's own suspend: its pod stops, and it goes on when unset."""
-    want = obs.spec.suspend
+    want = suspended_now(obs)
     for job in obs.jobs.values():
         if not (job.succeeded or job.failed) and job.suspended != want:
             plan.suspend_jobs.append((job.name, want))
         if want and not (job.succeeded or job.failed) and plan.state not in ("Running", "Suspended"):
             plan.state, plan.reason, plan.message = "Suspended", "Suspended", f"the {job.component} Job {job.name} is suspended"
+            _queue_reason(obs, plan)
 
 
 def _settled(obs: Observed, plan: Plan) -> Plan:
@@ -591,6 +643,7 @@ def _settled(obs: Observed, plan: Plan) -> Plan:
     if prev.state == "Failed":
         _stop_jobs(obs, plan)
     _cleanup_jobs(obs, plan)
+    _workload_step(obs, plan)
     if obs.samples is not None:
         plan.tally = tally(obs.spec, obs.samples, plan.ledger, obs.sectors)
     expires = ttl_expires_at(obs.spec, prev)

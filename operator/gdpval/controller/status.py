@@ -13,7 +13,7 @@ import json
 from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
 from gdpval.controller.observe import iso
 from gdpval.controller.policy import suspended_since
-from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan
+from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan, held
 from gdpval.settings import PINNED_SECTIONS
 from gdpval.storage import layout
 
@@ -77,9 +77,18 @@ def _prepared(obs: Observed, plan: Plan) -> Condition:
     return _cond("Prepared", False, plan.reason if plan.state == "Preparing" else "NotStarted", plan.message)
 
 
+def _suspended(obs: Observed, plan: Plan) -> Condition:
+    """spec.suspend, or Kueue holding a queued run: either way no pod runs and the deadline is paused."""
+    why = held(obs)
+    if plan.state in TERMINAL_STATES or not (obs.spec.suspend or why):
+        return _cond("Suspended", False, "NotSuspended")
+    if obs.spec.suspend or why is None:
+        return _cond("Suspended", True, "SuspendedByUser", SUSPENDED)
+    return _cond("Suspended", True, *why)
+
+
 def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]:
     failed = plan.state == "Failed"
-    suspended = obs.spec.suspend and plan.state not in TERMINAL_STATES
     return [
         _ready(obs, plan, refused),
         _prepared(obs, plan),
@@ -97,7 +106,7 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
             (plan.reason or plan.state) if plan.state in TERMINAL_STATES else "InProgress",
             plan.message if plan.state in TERMINAL_STATES else "",
         ),
-        _cond("Suspended", suspended, "SuspendedByUser" if suspended else "NotSuspended", SUSPENDED if suspended else ""),
+        _suspended(obs, plan),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
         _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]

@@ -32,6 +32,7 @@ from gdpval.controller.manifests import RunContext
 from gdpval.controller.memory import RunMemory
 from gdpval.controller.metrics import Metrics
 from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, WATCHDOG_SECONDS, error_backoff, report_errors, stalled
+from gdpval.controller.queue import Queueing
 from gdpval.controller.reconcile import RESYNC_SECONDS, TERMINAL_STATES, Observed, Plan, Tally, decide
 from gdpval.controller.status import blocked_status, build_status, legacy_storage, settled_status, transition_notes
 
@@ -253,8 +254,10 @@ class Controller:
             ledger={},
             pods=indexed(self.pods_index, ctx.uid),
             jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
+            queueing=Queueing.of(meta.get("labels")),
         )
         if prev.state in TERMINAL_STATES:
+            obs = await self.gatherer.workload(ctx, obs)  # a queued run's Workload is marked Finished
             return await self._finish_pass(worker, ctx, obs, await self._decide(obs), None)
         with self.metrics.phase("gather"):
             obs, ledger_version = await self.gatherer.gather(worker.memory, ctx, obs)
@@ -289,6 +292,7 @@ class Controller:
         with self.metrics.phase("apply"):
             if await asyncio.to_thread(self.effects.apply, worker.memory, ctx, plan, obs.now):
                 worker.wake.set()  # the next pass reports the refusal in status
+            await self.effects.write_workload(ctx, obs, plan)
         with self.metrics.phase("status"):
             await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
         with self.metrics.phase("events"):

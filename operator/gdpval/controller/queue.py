@@ -1,0 +1,171 @@
+"""A whole GdpvalRun queued in Kueue as one Workload, the way Kueue's own job integrations do it.
+
+A run labelled `kueue.x-k8s.io/queue-name` gets one Workload (podSet "sample": parallelism pods of
+the sample pod's shape). Until Kueue reserves quota and admits it, the run holds as if suspended;
+when Kueue evicts it (preemption), the run stops its pods like a suspend and then gives the quota
+back (admission unset, QuotaReserved False), as Kueue's job reconciler does for a stopped job, so the
+Workload queues again. A finished run marks its Workload Finished, which releases the quota.
+Pure functions here; the calls are in `kube`, the reads in `gather`, the writes in `effects`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gdpval.controller import names as n
+from gdpval.controller.manifests import RunContext, sample_pod
+from gdpval.controller.observe import iso
+
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta2"
+PLURAL = "workloads"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+POD_SET = "sample"
+# Evictions after which Kueue's job reconciler marks a Workload Requeued=True (others wait to be reactivated).
+REQUEUED_ON = ("Preempted", "NodeFailures")
+# What a sample pod's shape in the Workload keeps: what Kueue counts against quota and matches to flavors.
+_POD_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName", "runtimeClassName")
+_CONTAINER_FIELDS = ("name", "image", "resources", "restartPolicy")
+QUEUED = "QueuedByKueue"
+EVICTED = "EvictedByKueue"
+
+
+@dataclass(frozen=True)
+class Queueing:
+    """The run's Kueue labels: the LocalQueue it waits in, and an optional WorkloadPriorityClass."""
+
+    queue: str
+    priority: str = ""
+
+    @classmethod
+    def of(cls, labels: Mapping[str, str] | None) -> Queueing | None:
+        queue = (labels or {}).get(QUEUE_LABEL, "")
+        return cls(queue, (labels or {}).get(PRIORITY_LABEL, "")) if queue else None
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """What the run reads of its Workload's status (Kueue's condition types)."""
+
+    name: str
+    resource_version: str = ""
+    reserved: bool = False  # QuotaReserved
+    admitted: bool = False  # Admitted: quota reserved and every admission check ready
+    evicted: str = ""  # the Evicted condition's reason while it is True
+    evicted_message: str = ""
+    finished: bool = False
+    pending_message: str = ""  # why Kueue has not reserved quota yet (QuotaReserved False)
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def runs(self) -> bool:
+        """The run may have pods: admitted and not being evicted."""
+        return self.admitted and self.reserved and not self.evicted
+
+
+def workload_name(run: str, uid: str) -> str:
+    """Unique per run instance: a run recreated under the same name never adopts the old Workload."""
+    return n.dns_label("gdpvalrun", run, uid[:5])
+
+
+def _condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def _true(conditions: Sequence[Mapping[str, Any]], kind: str) -> bool:
+    cond = _condition(conditions, kind)
+    return bool(cond and cond.get("status") == "True")
+
+
+def parse_workload(body: Mapping[str, Any]) -> WorkloadView:
+    status = body.get("status") or {}
+    conditions = list(status.get("conditions") or [])
+    evicted = _condition(conditions, "Evicted")
+    evicted_true = evicted is not None and evicted.get("status") == "True"
+    reserved = _condition(conditions, "QuotaReserved")
+    return WorkloadView(
+        name=body.get("metadata", {}).get("name", ""),
+        resource_version=body.get("metadata", {}).get("resourceVersion", ""),
+        reserved=_true(conditions, "QuotaReserved") and status.get("admission") is not None,
+        admitted=_true(conditions, "Admitted"),
+        evicted=(evicted.get("reason") or "Evicted") if evicted is not None and evicted_true else "",
+        evicted_message=(evicted.get("message") or "") if evicted is not None and evicted_true else "",
+        finished=_true(conditions, "Finished"),
+        pending_message=(reserved.get("message") or "") if reserved and reserved.get("status") != "True" else "",
+        conditions=tuple(conditions),
+    )
+
+
+def _shape(container: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: container[k] for k in _CONTAINER_FIELDS if k in container}
+
+
+def workload_manifest(ctx: RunContext, queueing: Queueing, priority: int | None = None) -> dict[str, Any]:
+    """The run's Workload: one podSet of `parallelism` sample pods, shaped by the sample pod builder itself."""
+    pod = sample_pod(ctx, "sample", 1)["spec"]
+    template = {k: pod[k] for k in _POD_FIELDS if k in pod}
+    template["containers"] = [_shape(c) for c in pod["containers"]]
+    template["initContainers"] = [_shape(c) for c in pod.get("initContainers", [])]
+    spec: dict[str, Any] = {
+        "queueName": queueing.queue,
+        "podSets": [{"name": POD_SET, "count": ctx.spec.parallelism, "template": {"spec": template}}],
+    }
+    if queueing.priority:
+        spec["priorityClassRef"] = {"group": GROUP, "kind": "WorkloadPriorityClass", "name": queueing.priority}
+        if priority is not None:
+            spec["priority"] = priority
+    labels = n.base_labels(ctx.name, ctx.uid, "workload")
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workload",
+        "metadata": {"name": workload_name(ctx.name, ctx.uid), "namespace": ctx.namespace, "labels": labels, "ownerReferences": [ctx.owner_reference()]},
+        "spec": spec,
+    }
+
+
+def _set(conditions: list[dict[str, Any]], kind: str, status: bool, reason: str, message: str, now: float) -> None:
+    """Kueue's SetStatusCondition: the transition time moves only when the status flips."""
+    value = "True" if status else "False"
+    old = _condition(conditions, kind)
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else iso(now)
+    new = {"type": kind, "status": value, "reason": reason, "message": message[:32768], "lastTransitionTime": since}
+    conditions[:] = [c for c in conditions if c.get("type") != kind] + [new]
+
+
+def _status_patch(view: WorkloadView, conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    """A merge patch of the whole conditions list, only if nothing changed since `view` was read."""
+    return {"metadata": {"resourceVersion": view.resource_version}, "status": {"conditions": conditions, **status}}
+
+
+def release_patch(view: WorkloadView, now: float) -> dict[str, Any]:
+    """Give back an evicted run's quota once its pods are gone (Kueue's UnsetQuotaReservationWithCondition)."""
+    conditions = [dict(c) for c in view.conditions]
+    _set(conditions, "Requeued", view.evicted in REQUEUED_ON, view.evicted, view.evicted_message, now)
+    _set(conditions, "QuotaReserved", False, "Pending", view.evicted_message, now)
+    _set(conditions, "Admitted", False, "NoReservation", "The workload has no reservation", now)
+    return _status_patch(view, conditions, admission=None)
+
+
+def finish_patch(view: WorkloadView, succeeded: bool, message: str, now: float) -> dict[str, Any]:
+    """The run ended: Finished (reason Succeeded or Failed) releases its quota."""
+    conditions = [dict(c) for c in view.conditions]
+    _set(conditions, "Finished", True, "Succeeded" if succeeded else "Failed", message, now)
+    return _status_patch(view, conditions)
+
+
+def hold_reason(queueing: Queueing, view: WorkloadView | None) -> tuple[str, str] | None:
+    """Why a queued run may not run now (reason, message), or None once Kueue admitted it."""
+    if view is not None and view.runs:
+        return None
+    if view is not None and view.evicted:
+        return EVICTED, f"evicted by Kueue ({view.evicted}: {view.evicted_message}); its pods are stopped and it waits in queue {queueing.queue} again"
+    detail = f": {view.pending_message}" if view is not None and view.pending_message else ""
+    return QUEUED, f"waiting for admission by Kueue in queue {queueing.queue}{detail}"
+
+
+def must_release(view: WorkloadView | None, active: bool) -> bool:
+    """An evicted Workload gives its quota back once the run has nothing left running (`active`)."""
+    return view is not None and bool(view.evicted) and view.reserved and not active
