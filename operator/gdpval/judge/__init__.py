@@ -7,8 +7,9 @@ sample pod's commands would otherwise build the judge's models at start (issue 1
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gdpval.lazy import loader
 
 if TYPE_CHECKING:
     from gdpval.judge.models import LABEL as LABEL
@@ -26,8 +27,4 @@ _HOMES = {
 }
 __all__ = list(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_HOMES[name]), name)
+__getattr__ = loader(__name__, _HOMES)

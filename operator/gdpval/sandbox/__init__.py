@@ -6,8 +6,9 @@ pod's `stage` needs none of them (issue 11).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gdpval.lazy import loader
 
 if TYPE_CHECKING:
     from gdpval.sandbox.client import (
@@ -43,8 +44,4 @@ _HOMES = {
 }
 __all__ = list(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_HOMES[name]), name)
+__getattr__ = loader(__name__, _HOMES)
