@@ -1,8 +1,10 @@
-"""Kueue admits a GdpvalRun's pods through its plain-pod integration, on the real local cluster.
+"""Kueue admits GdpvalRuns on the real local cluster: a whole run as one Workload, or pod by pod.
 
 Kueue's manager runs as a host process (tests/support/kueue.py) for this module's namespace only.
-The run carries `spec.pod.labels: {kueue.x-k8s.io/queue-name: ...}`, so each of its pods is created
-behind Kueue's scheduling gate and runs once the queue's quota (here a count of pods) admits it.
+A run labelled `kueue.x-k8s.io/queue-name` itself is queued whole: the operator's Workload of
+`parallelism` sample pods. A run with `spec.pod.labels: {kueue.x-k8s.io/queue-name: ...}` goes through
+the plain-pod integration instead: each of its pods is created behind Kueue's scheduling gate and
+runs once the queue's quota (here a count of pods) admits it.
 What is asserted comes from watch events, in the API server's order.
 """
 
@@ -15,6 +17,7 @@ import pytest
 from kubernetes import client
 from operator_support import OperatorNamespace, operator_namespace
 
+from gdpval.controller.queue import EVICTED, QUEUED, workload_name
 from gdpval.fakemodel.server import start_background
 from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, kueue_manager
 from support.polling import wait_until
@@ -84,6 +87,17 @@ class Env:
         labels = {QUEUE_LABEL: queue} | ({PRIORITY_LABEL: priority} if priority else {})
         self.kube.apply(self.ns.manifest(name, model_url, pod={"labels": labels}, **spec))
         return name
+
+    def submit_queued(self, name: str, model_url: str, queue: str, priority: str | None = None, **spec: Any) -> str:
+        """A run queued whole: the Kueue labels on the run itself, none on its pods."""
+        manifest = self.ns.manifest(name, model_url, **spec)
+        manifest["metadata"]["labels"] = {QUEUE_LABEL: queue} | ({PRIORITY_LABEL: priority} if priority else {})
+        self.kube.apply(manifest)
+        return name
+
+    def workload(self, run: str) -> dict[str, Any]:
+        uid = self.kube.get("gdpvalrun", run)["metadata"]["uid"]
+        return self.kube.get("workload", workload_name(run, uid)) or {}
 
     def wait_succeeded(self, name: str) -> dict[str, Any]:
         done = self.kube.run("wait", "--for=condition=Finished", f"gdpvalrun/{name}", f"--timeout={RUN_TIMEOUT}s", check=False, timeout=RUN_TIMEOUT + 30)
@@ -251,4 +265,51 @@ def test_a_higher_priority_run_preempts_a_sample_pod_that_starts_again_under_its
     assert any(preempted(pod) for _, pod in samples), "Kueue never preempted the low-priority sample pod"
     names = {pod["metadata"]["name"] for _, pod in samples}
     assert len(names) == 1 and sum(kind == "ADDED" for kind, _ in samples) >= 2, "not re-created under the same attempt"
+    assert status["samples"]["succeeded"] == 1 and status["samples"]["failed"] == 0
+
+
+def workload_condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def test_a_run_queued_whole_waits_for_quota_for_all_its_pods_then_runs_and_finishes_its_workload(env):
+    """The run's own label queues it as one Workload of parallelism pods: with quota for one pod it
+    holds (no prepare Job, no pods) and says so; raising the quota admits it whole, it succeeds, and
+    its Workload ends Finished."""
+    queue = env.queue("whole", 1)
+    with start_background(host=env.node_ip, port=0) as model:
+        name = env.submit_queued("whole", model.base_url, queue, parallelism=2, selection={"limit": 2})
+        wait_until(lambda: env.kube.condition(name, "Suspended").get("reason") == QUEUED and env.workload(name), 60, "the run waiting for admission")
+        assert f"waiting for admission by Kueue in queue {queue}" in env.kube.condition(name, "Ready")["message"]
+        assert not (env.kube.get("pods", selector=f"gdpval.io/run={name}") or {}).get("items"), "a run waiting for admission has no pods"
+        assert env.workload(name)["spec"]["podSets"][0]["count"] == 2
+        env.set_pod_quota(queue, 2)
+        status = env.wait_succeeded(name)
+    assert status["samples"]["succeeded"] == 2 and status["samples"]["failed"] == 0
+    finished = wait_until(lambda: workload_condition(env.workload(name), "Finished"), 60, "the Workload Finished")
+    assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+
+
+def test_a_higher_priority_run_preempts_a_whole_run_that_resumes_under_its_attempt(env):
+    """Quota for one pod: a low-priority run, mid-sample, is evicted whole by a high-priority run in
+    the same queue; its pod goes and its attempt is paused, the high run succeeds, then the low run
+    is admitted again and its sample succeeds under the same attempt, with no retry spent."""
+    queue = env.queue("whole-preempting", 1, preemption={"withinClusterQueue": "LowerPriority"})
+    low_priority, high_priority = env.priority_class("whole-low", 1), env.priority_class("whole-high", 100)
+    pods = env.pod_events()
+    with start_background(host=env.node_ip, port=0, hold_after=0) as held, start_background(host=env.node_ip, port=0) as model:
+        low = env.submit_queued("whole-low", held.base_url, queue, low_priority, parallelism=1, selection={"limit": 1})
+        wait_until(lambda: held.app.gate.waiting, RUN_TIMEOUT, "the low-priority sample pod's first model request")
+        high = env.submit_queued("whole-high", model.base_url, queue, high_priority, parallelism=1, selection={"limit": 1})
+        wait_until(lambda: env.kube.condition(low, "Suspended").get("reason") == EVICTED, 60, "the low-priority run evicted")
+        env.wait_succeeded(high)
+        held.app.gate.release()
+        status = env.wait_succeeded(low)
+    pods.stop()
+    samples = run_pods(pods.events, low, "sample")
+    names = {pod["metadata"]["name"] for _, pod in samples}
+    assert len(names) == 1 and sum(kind == "ADDED" for kind, _ in samples) == 2, "the evicted sample did not start again under the same attempt"
+    assert not any(QUEUE_LABEL in pod["metadata"].get("labels", {}) for _, pod in samples), "the pods themselves are not queued"
+    evictions = env.workload(low).get("status", {}).get("schedulingStats", {}).get("evictions", [])
+    assert any(e["reason"] == "Preempted" for e in evictions), evictions
     assert status["samples"]["succeeded"] == 1 and status["samples"]["failed"] == 0
