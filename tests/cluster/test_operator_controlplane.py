@@ -181,7 +181,7 @@ class Env:
     def __init__(self, cp: Cp, operator: OperatorProcess, storage, bucket: str, endpoint: str):
         self.cp, self.operator, self.storage, self.bucket, self.endpoint = cp, operator, storage, bucket, endpoint
 
-    def create(self, name: str, **spec) -> None:
+    def create(self, name: str, labels: dict[str, str] | None = None, **spec) -> None:
         manifest = run_manifest(
             name,
             NS,
@@ -192,6 +192,8 @@ class Env:
             images=IMAGES,
             **spec,
         )
+        if labels:
+            manifest["metadata"]["labels"] = labels
         self.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
 
     def patch(self, name: str, spec: dict) -> None:
@@ -609,20 +611,7 @@ def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_f
     with it, one Workload holds the run until admitted, an eviction stops its pods and gives the quota
     back, a second admission resumes the same attempts, and the run's end marks the Workload Finished."""
     name = "queued"
-    manifest = run_manifest(
-        name,
-        NS,
-        model_url="http://10.250.0.1:8000/v1",
-        dataset=f"s3://{env.bucket}/dataset",
-        output_url=f"s3://{env.bucket}/out",
-        endpoint=env.endpoint,
-        images=IMAGES,
-        parallelism=2,
-        failureBudget=0,
-        samples={"retries": 0},
-    )
-    manifest["metadata"]["labels"] = {queue.QUEUE_LABEL: "team-a"}
-    env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, manifest)
+    env.create(name, labels={queue.QUEUE_LABEL: "team-a"}, parallelism=2, failureBudget=0, samples={"retries": 0})
     ready = _wait(lambda: env.condition(name, "Ready").get("reason") == "KueueNotInstalled" and env.condition(name, "Ready"), 30, "KueueNotInstalled")
     assert "Kueue queue team-a" in ready["message"] and not env.jobs(name)
     crd = yaml.safe_load((cache_dir() / "kueue" / versions()["KUEUE_VERSION"] / "crd" / "kueue.x-k8s.io_workloads.yaml").read_text())
