@@ -59,7 +59,7 @@ def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env
     try:
         name = env.submit("limits", selection={"limit": 1}, sandbox=SANDBOX, pod={"volumes": VOLUMES})
         wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
-        (pod,) = env.pods_in(name, "Running")
+        (pod,) = wait_until(lambda: env.pods_in(name, "Running"), 60, "the sample pod reported Running (the agent can call the model first)")
         done = env.kube.run("exec", pod["metadata"]["name"], "-c", "sandbox", "--", "python3", "-c", READ_BACK, timeout=60)
         seen = json.loads(done.stdout)
     finally:
@@ -109,7 +109,7 @@ def test_network_on_sample_reaches_everything_but_the_metadata_address(env, byst
     try:
         name = env.submit("network-on", selection={"limit": 1}, sandbox={"network": True})
         wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
-        (pod,) = env.pods_in(name, "Running")
+        (pod,) = wait_until(lambda: env.pods_in(name, "Running"), 60, "the sample pod reported Running (the agent can call the model first)")
         policy = env.kube.get("networkpolicy", n.network_policy_name(name, network=True))
         got = probe(env.kube, pod["metadata"]["name"], "sandbox", model, s3, *others, METADATA)
     finally:

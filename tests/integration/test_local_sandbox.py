@@ -179,6 +179,35 @@ def test_nothing_survives_the_sandbox(tmp_path: Path) -> None:
 
 
 @needs_bwrap
+def test_two_threads_stopping_one_sandbox_both_return_and_nothing_is_left(tmp_path: Path) -> None:
+    """A runner's Ctrl-C stops every live sandbox while each sample's thread stops its own: in CI the
+    two raced on one process and cgroup and the runner never exited."""
+    tag = f"{os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
+    sandbox = LocalSandbox(tmp_path, {})
+    sandbox.start()
+    pid = sandbox.pid
+    assert bash(sandbox.client(), ESCAPE.format(tag)) == "started\n"
+    both = threading.Barrier(2, timeout=30)
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        both.wait()
+        try:
+            sandbox.stop()
+        except BaseException as exc:
+            errors.append(exc)
+
+    stoppers = [threading.Thread(target=stop) for _ in range(2)]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join(120)
+    assert not any(t.is_alive() for t in stoppers), "a stop never returned"
+    assert errors == []
+    assert_nothing_left(pid, tag)
+
+
+@needs_bwrap
 def test_survives_the_thread_that_started_it(tmp_path: Path) -> None:
     sandbox = LocalSandbox(tmp_path, {}, isolation="bwrap")
     starter = threading.Thread(target=sandbox.start)

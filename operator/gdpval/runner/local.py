@@ -123,7 +123,10 @@ class LocalRunner:
             self.stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             for box in list(self.active):
-                box.stop()
+                try:
+                    box.stop()
+                except Exception:  # the interrupt, not a cleanup error, is what the caller must see
+                    log.exception("could not stop a sandbox")
             raise
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)

@@ -267,13 +267,15 @@ class SampleCgroup:
             frozen = "freezer" in self.dirs
             if frozen:
                 self._write("freezer", "freezer.state", "FROZEN")
-            for pid in self._pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if frozen:
-                self._write("freezer", "freezer.state", "THAWED")
+            try:
+                for pid in self._pids():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            finally:
+                if frozen:  # a frozen process never dies of SIGKILL: whatever happened, thaw
+                    self._write("freezer", "freezer.state", "THAWED")
         deadline = time.monotonic() + KILL_WAIT_S
         while self._pids() and time.monotonic() < deadline:
             time.sleep(0.002)

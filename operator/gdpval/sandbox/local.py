@@ -40,6 +40,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -305,6 +306,7 @@ class LocalSandbox:
         self.owner = sandbox_owner() if self.isolated and self.harden else None
         self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
         self._binds: list[tuple[str, str]] = []  # (host source, its place in the view)
+        self._stopping = threading.Lock()  # a runner's Ctrl-C and the sample's own thread may stop it at once
 
     @staticmethod
     def _choose_isolation(isolation: Isolation) -> tuple[bool, str]:
@@ -549,7 +551,16 @@ class LocalSandbox:
             return "(no log)"
 
     def stop(self) -> None:
-        """End the server and every process it started; remove the private folder."""
+        """End the server and every process it started; remove the private folder.
+
+        One stop at a time: two at once (the runner's Ctrl-C and the sample's own thread) raced on the
+        same process and cgroup, and could leave the cgroup v1 freezer FROZEN with the server in it,
+        so the other stop waited for it forever.
+        """
+        with self._stopping:
+            self._stop()
+
+    def _stop(self) -> None:
         if self._lifeline is not None:
             os.close(self._lifeline)
             self._lifeline = None
