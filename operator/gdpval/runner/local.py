@@ -12,7 +12,8 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +117,7 @@ class LocalRunner:
         pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="sample")
         try:
             futures = [pool.submit(self._one, entry, number) for entry, number in todo]
-            results = [r for f in futures if (r := f.result()) is not None]
+            results = [r for f in futures if (r := _result(f)) is not None]
             pool.shutdown()
             return results
         except BaseException:
@@ -189,3 +190,14 @@ class LocalRunner:
             except MissingReference:
                 missing.append(ref.path)
         return found, missing
+
+
+def _result(future: Future) -> SampleResult | None:
+    """The future's result, waited for in short steps: a process-directed SIGINT may be delivered to a
+    worker thread, and a main thread blocked in one untimed wait would then never run Python's handler
+    (seen in CI: Ctrl-C left the runner waiting for ever)."""
+    while True:
+        try:
+            return future.result(timeout=0.2)
+        except FutureTimeout:
+            continue
