@@ -34,9 +34,9 @@ from bench.standin import Cluster  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from operator_support import CRD, OperatorProcess, run_manifest  # noqa: E402
 
-from gdpval.controller import api  # noqa: E402
-from gdpval.controller.api import OutputSpec  # noqa: E402
-from gdpval.controller.s3io import open_output  # noqa: E402
+from gdpval.controller.effects.s3 import open_output  # noqa: E402
+from gdpval.controller.pure import api  # noqa: E402
+from gdpval.controller.pure.api import OutputSpec  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from support.controlplane import ControlPlane, control_plane  # noqa: E402
 from support.polling import wait_until  # noqa: E402

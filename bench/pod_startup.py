@@ -37,8 +37,8 @@ from kubernetes import client, config  # noqa: E402
 from operator_support import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
 
 from conftest import ClusterUsers  # noqa: E402
-from gdpval.controller import manifests  # noqa: E402
-from gdpval.controller import names as n  # noqa: E402
+from gdpval.controller.pure import manifests  # noqa: E402
+from gdpval.controller.pure import names as n  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402

@@ -27,7 +27,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from gdpval.controller import names as n
+from gdpval.controller.pure import names as n
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage

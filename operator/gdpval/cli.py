@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from gdpval import contract
-from gdpval.controller.entry import operator_command
+from gdpval.controller.effects.entry import operator_command
 from gdpval.errors import GdpvalError
 from gdpval.judge.command import judge_command
 from gdpval.sandbox.runtime_cli import runtime_app

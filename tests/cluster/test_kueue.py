@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from operator_support import OperatorNamespace, operator_namespace
 
-from gdpval.controller.queue import EVICTED, QUEUED, workload_name
+from gdpval.controller.pure.queue import EVICTED, QUEUED, workload_name
 from gdpval.fakemodel.server import start_background
 from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, kueue_manager
 from support.polling import wait_until

@@ -25,9 +25,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
-from gdpval.controller import api, queue
-from gdpval.controller.api import OutputSpec
-from gdpval.controller.s3io import open_output
+from gdpval.controller.effects.s3 import open_output
+from gdpval.controller.pure import api, queue
+from gdpval.controller.pure.api import OutputSpec
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage

@@ -18,7 +18,7 @@ from test_network_policy import BYSTANDER_PORT, METADATA, addr, bystander, endpo
 from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
 
 from gdpval import contract
-from gdpval.controller import names as n
+from gdpval.controller.pure import names as n
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox import LocalSandbox, SandboxClient, bwrap_status, collect
+from gdpval.runner.deliverables import collect
+from gdpval.sandbox import LocalSandbox, SandboxClient, bwrap_status
 
 HASH = "0f3a9c2e"
 NAMES = ["Q3 Sales & Forecast (final).xlsx", "notes ü.txt"]

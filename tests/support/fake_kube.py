@@ -1,4 +1,4 @@
-"""An in-memory Kubernetes API with the calls of `gdpval.controller.kube.Kube`, for the Controller's unit tests.
+"""An in-memory Kubernetes API with the calls of `gdpval.controller.effects.kube.Kube`, for the Controller's unit tests.
 
 It keeps what the API server would for one operator: pods and Jobs (and live kopf-like indexes of
 them), the ledger ConfigMap with resourceVersion conflicts, Secrets, Events, status patches and
@@ -16,9 +16,9 @@ import functools
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from gdpval.controller import names as n
-from gdpval.controller.kube import Conflict, Kube
-from gdpval.controller.observe import iso, parse_job, parse_pod
+from gdpval.controller.effects.kube import Conflict, Kube
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.observe import iso, parse_job, parse_pod
 
 Key = tuple[str, str]
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench import measure  # noqa: E402
 
-from gdpval.controller.metrics import Metrics  # noqa: E402
+from gdpval.controller.effects.metrics import Metrics  # noqa: E402
 
 APISERVER = """\
 # HELP apiserver_request_total [STABLE] Counter of apiserver requests.

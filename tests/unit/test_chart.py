@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gdpval.controller.api import POD_DEFAULTS_ENV, PodDefaults
-from gdpval.controller.worker import Defaults
+from gdpval.controller.effects.worker import Defaults
+from gdpval.controller.pure.api import POD_DEFAULTS_ENV, PodDefaults
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gdpval"

@@ -23,8 +23,8 @@ import pytest
 import yaml
 from test_chart import CHART, VARIANTS, render_text, require_tool
 
-from gdpval.controller import manifests as m
-from gdpval.controller.api import GdpvalRunSpec
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure.api import GdpvalRunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from gdpval import contract
-from gdpval.controller import ledger
-from gdpval.controller import names as n
-from gdpval.controller.kube import Conflict
-from gdpval.controller.ledger import decode, merge, segments_of
-from gdpval.controller.metrics import Metrics
-from gdpval.controller.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, SECRET_RECHECK_SECONDS
-from gdpval.controller.s3io import read_segments
-from gdpval.controller.worker import Controller, Defaults, RunWorker
+from gdpval.controller.effects.kube import Conflict
+from gdpval.controller.effects.metrics import Metrics
+from gdpval.controller.effects.s3 import read_segments
+from gdpval.controller.effects.worker import Controller, Defaults, RunWorker
+from gdpval.controller.pure import ledger
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.ledger import decode, merge, segments_of
+from gdpval.controller.pure.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, SECRET_RECHECK_SECONDS
 from gdpval.storage import StorageError, layout
 from gdpval.storage.local import LocalStorage
 from gdpval.submission.build import build_submission

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from test_controller_manifests import ctx
 
-from gdpval.controller.effects import Effects
-from gdpval.controller.memory import RunMemory
-from gdpval.controller.reconcile import Plan
+from gdpval.controller.effects.apply import Effects
+from gdpval.controller.effects.memory import RunMemory
+from gdpval.controller.types import Plan
 
 
 class Deleter:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gdpval.controller import manifests as m
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
-from gdpval.controller.gather import secret_refs
-from gdpval.controller.judging import judge_job, read_estimate
-from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView, PodView
-from gdpval.controller.reconcile import Observed, Submission, decide
-from gdpval.controller.status import build_status
+from gdpval.controller.effects.gather import secret_refs
+from gdpval.controller.effects.s3 import read_estimate
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.decide import decide
+from gdpval.controller.pure.ledger import Entry, Outcome
+from gdpval.controller.pure.manifests import judge_job
+from gdpval.controller.pure.observe import JobView, PodView
+from gdpval.controller.pure.status import build_status
+from gdpval.controller.types import Observed, Submission
 from gdpval.judge import LABEL
 from gdpval.judge.models import JudgeResults, SampleScore
 from gdpval.judge.store import write_results

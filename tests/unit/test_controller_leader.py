@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gdpval.controller.leader import LeaseRecord, Seen, Step, Timing, claimed, lost, next_step, observe
+from gdpval.controller.effects.leader import LeaseRecord, Seen, Step, Timing, claimed, lost, next_step, observe
 
 T = Timing()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gdpval.controller.ledger import (
+from gdpval.controller.pure.ledger import (
     ARCHIVE_BATCH,
     SEGMENTS_KEY,
     Committed,

@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from gdpval import contract
-from gdpval.controller import manifests as m
-from gdpval.controller import names as n
-from gdpval.controller.api import POD_DEFAULTS_ENV, QUANTITY_REGEX, GdpvalRunSpec, PodDefaults
-from gdpval.controller.worker import Defaults
+from gdpval.controller.effects.worker import Defaults
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import POD_DEFAULTS_ENV, QUANTITY_REGEX, GdpvalRunSpec, PodDefaults
 from gdpval.settings import RunSettings
 
 LONG_RUN = "a-very-long-gdpval-run-name-that-goes-on-and-on-for-sixty-chars"

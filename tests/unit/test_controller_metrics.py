@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gdpval.controller.metrics import MAX_REASONS, Metrics
-from gdpval.controller.reconcile import Tally
+from gdpval.controller.effects.metrics import MAX_REASONS, Metrics
+from gdpval.controller.types import Tally
 
 
 def test_render_runs_and_latency():

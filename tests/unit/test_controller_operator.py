@@ -10,11 +10,11 @@ import kopf
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from gdpval.controller import names as n
-from gdpval.controller.metrics import Metrics
-from gdpval.controller.operator import configure, start_metrics
-from gdpval.controller.policy import WATCHDOG_SECONDS
-from gdpval.controller.worker import Controller, Defaults, RunWorker
+from gdpval.controller.effects.metrics import Metrics
+from gdpval.controller.effects.operator import configure, start_metrics
+from gdpval.controller.effects.worker import Controller, Defaults, RunWorker
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.policy import WATCHDOG_SECONDS
 from infra.paths import REPO_ROOT
 from support.fake_kube import FakeKube
 

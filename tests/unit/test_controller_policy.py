@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gdpval.controller import policy
-from gdpval.controller.api import GdpvalRunSpec
-from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView
+from gdpval.controller.pure import policy
+from gdpval.controller.pure.api import GdpvalRunSpec
+from gdpval.controller.pure.ledger import Entry, Outcome
+from gdpval.controller.pure.observe import JobView
 
 
 def spec(**kw) -> GdpvalRunSpec:

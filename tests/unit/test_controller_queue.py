@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gdpval.controller import manifests as m
-from gdpval.controller import names as n
-from gdpval.controller import queue as q
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
-from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView, PodView, iso
-from gdpval.controller.reconcile import QUEUE_POLL_SECONDS, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Blocker, Observed, Probe, decide, needed_probes
-from gdpval.controller.status import build_status
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure import queue as q
+from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.decide import decide, needed_probes
+from gdpval.controller.pure.ledger import Entry, Outcome
+from gdpval.controller.pure.observe import JobView, PodView, iso
+from gdpval.controller.pure.status import build_status
+from gdpval.controller.types import QUEUE_POLL_SECONDS, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Blocker, Observed, Probe
 
 NOW = 1_000_000.0
 SAMPLES = ("t0-r0", "t1-r0", "t2-r0")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from gdpval.controller import names as n
-from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus
-from gdpval.controller.ledger import Committed, Entry, Outcome
-from gdpval.controller.observe import JobView, PodView, iso
-from gdpval.controller.policy import MAX_CREATES_PER_PASS, MAX_RECREATIONS
-from gdpval.controller.reconcile import Blocker, Observed, Probe, Submission, decide, needed_probes
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.decide import decide, needed_probes
+from gdpval.controller.pure.ledger import Committed, Entry, Outcome
+from gdpval.controller.pure.observe import JobView, PodView, iso
+from gdpval.controller.pure.policy import MAX_CREATES_PER_PASS, MAX_RECREATIONS
+from gdpval.controller.types import Blocker, Observed, Probe, Submission
 
 NOW = 1_000_000.0
 SAMPLES = tuple(f"t{i}-r0" for i in range(6))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from gdpval.controller.resolve import resolve_hosts
+from gdpval.controller.effects.resolve import resolve_hosts
 
 
 def test_names_resolve_to_addresses_and_failures_are_listed():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from gdpval.controller import s3io
-from gdpval.controller.api import OutputSpec
-from gdpval.controller.ledger import Outcome
+from gdpval.controller.effects import s3 as s3io
+from gdpval.controller.pure.api import OutputSpec
+from gdpval.controller.pure.ledger import Outcome
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage

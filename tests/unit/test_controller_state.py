@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gdpval.controller import ledger as lg
-from gdpval.controller.api import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
-from gdpval.controller.observe import parse_job, parse_pod
-from gdpval.controller.reconcile import Blocker, Observed, Submission, decide
-from gdpval.controller.status import build_status, changed_pinned, pinned_hash, status_patch, transition_notes
-from gdpval.runner.state import progress_from_keys
+from gdpval.controller.pure import ledger as lg
+from gdpval.controller.pure.api import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.decide import decide
+from gdpval.controller.pure.observe import parse_job, parse_pod
+from gdpval.controller.pure.status import build_status, changed_pinned, pinned_hash, status_patch, transition_notes
+from gdpval.controller.types import Blocker, Observed, Submission
+from gdpval.storage.progress import progress_from_keys
 
 NOW = 1_000_000.0
 
@@ -172,7 +173,7 @@ def test_status_before_prepare_has_no_progress():
 
 
 def test_status_succeeded_with_submission():
-    from gdpval.controller.observe import JobView
+    from gdpval.controller.pure.observe import JobView
 
     ledger = {s: lg.Entry(1, lg.Outcome.succeeded) for s in ("a-r0", "b-r0")}
     jobs = {"assemble": JobView("j", "assemble", 0, True, False, "", NOW)}
@@ -218,7 +219,7 @@ def test_parallelism_is_not_pinned():
 
 def test_finished_is_true_on_success_and_on_failure():
     """`kubectl wait --for=condition=Finished` returns either way; it is False while the run goes on."""
-    from gdpval.controller.observe import JobView
+    from gdpval.controller.pure.observe import JobView
 
     running = observed()
     assert cond(build_status(running, decide(running)), "Finished").status == "False"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from gdpval.controller import api, crd
+from gdpval.controller.pure import api, crd
 from gdpval.settings import DEFAULT_DATASET, PINNED_SECTIONS
 
 
@@ -23,7 +23,7 @@ def _walk(node, path="$"):
 
 
 def test_committed_crd_is_up_to_date():
-    assert crd.main(["--check"]) == 0, "crds/ is stale: run `python -m gdpval.controller.crd`"
+    assert crd.main(["--check"]) == 0, "crds/ is stale: run `python -m gdpval.controller.pure.crd`"
 
 
 def test_check_fails_on_a_stale_file(tmp_path, capsys):

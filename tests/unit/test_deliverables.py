@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox.deliverables import Collected, Deliverable, collect, upload
+from gdpval.runner.deliverables import Collected, Deliverable, collect, upload
 from gdpval.storage.local import LocalStorage
 
 PASSWD = Path("/etc/passwd").read_bytes()

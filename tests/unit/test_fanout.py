@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gdpval.controller.fanout import WIDTH, fan_out
+from gdpval.controller.effects.fanout import WIDTH, fan_out
 
 
 def test_results_keep_the_order_of_the_items_and_calls_overlap():

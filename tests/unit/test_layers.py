@@ -102,8 +102,55 @@ def test_no_import_runs_up_the_layers():
     assert upward == []
 
 
+# Inside the controller: the pure part (its types, API models, names, manifests, ledger, views,
+# decision, policies, status, queue, CRD) never reaches the effects; and the adapters to the outside
+# (the Kubernetes API, S3, metrics, the Lease) never reach the decision, not even through another module.
+PURE = ("gdpval.controller.types", "gdpval.controller.pure")
+EFFECTS = "gdpval.controller.effects"
+DECISION = "gdpval.controller.pure.decide"
+ADAPTERS = tuple(f"{EFFECTS}.{name}" for name in ("kube", "s3", "metrics", "leader", "fanout", "resolve", "memory"))
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for name in graph.get(todo.pop(), set()) - seen:
+            seen.add(name)
+            todo.append(name)
+    return seen
+
+
+def controller_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        if any(_within(module, p) for p in PURE):
+            found += [f"{module} -> {name} (pure imports an effect)" for name in sorted(imported) if _within(name, EFFECTS)]
+    for adapter in ADAPTERS:
+        found += [f"{adapter} reaches {name} (an adapter depends on the decision)" for name in sorted(_reach(graph, adapter)) if _within(name, DECISION)]
+    return found
+
+
+def test_the_controller_keeps_pure_and_effects_apart():
+    assert all(adapter in GRAPH for adapter in ADAPTERS), "an adapter was renamed: update ADAPTERS"
+    assert controller_violations(GRAPH) == []
+
+
+def test_the_controller_check_can_fail():
+    """An adapter importing the decision, directly or through a pure module, and a pure module importing an effect, are all caught."""
+    direct = {**GRAPH, f"{EFFECTS}.kube": GRAPH[f"{EFFECTS}.kube"] | {DECISION}}
+    assert f"{EFFECTS}.kube reaches {DECISION} (an adapter depends on the decision)" in controller_violations(direct)
+    through = {**GRAPH, "gdpval.controller.pure.queue": GRAPH["gdpval.controller.pure.queue"] | {f"{DECISION}.samples"}}
+    assert any(v.startswith(f"{EFFECTS}.kube reaches {DECISION}") for v in controller_violations(through))
+    upward = {**GRAPH, "gdpval.controller.types": GRAPH["gdpval.controller.types"] | {f"{EFFECTS}.kube"}}
+    assert "gdpval.controller.types -> gdpval.controller.effects.kube (pure imports an effect)" in controller_violations(upward)
+
+
 def test_the_checks_can_fail():
     """The graph is read for real: known edges are present, and a made-up upward edge is caught."""
-    assert "gdpval.settings" in GRAPH["gdpval.controller.api"]
-    assert _layer("gdpval.storage.layout") < _layer("gdpval.controller.operator")
+    assert "gdpval.settings" in GRAPH["gdpval.controller.pure.api"]
+    assert _layer("gdpval.storage.layout") < _layer("gdpval.controller.effects.operator")
     assert GRAPH["gdpval.settings"] == set(), "settings is the bottom layer: it imports nothing of the package"

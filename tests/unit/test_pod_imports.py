@@ -14,7 +14,7 @@ from support import runs
 from support.cli import GDPVAL
 
 RUN = "r1"
-NEVER = {"rich", "kubernetes", "kopf", "pyarrow", "pandas", "gdpval.report", "gdpval.controller.operator", "gdpval.fakemodel"}
+NEVER = {"rich", "kubernetes", "kopf", "pyarrow", "pandas", "gdpval.report", "gdpval.controller.effects.operator", "gdpval.fakemodel"}
 
 
 def _imported(*args: str) -> tuple[dict, set[str]]:

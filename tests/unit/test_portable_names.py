@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox.deliverables import MAX_NAME_BYTES, collect, portable_name, upload
+from gdpval.runner.deliverables import MAX_NAME_BYTES, collect, portable_name, upload
 from gdpval.storage.local import LocalStorage
 
 

@@ -1,6 +1,6 @@
 """Progress is read from storage keys: committed attempts and the next attempt number."""
 
-from gdpval.runner.state import progress_from_keys
+from gdpval.storage.progress import progress_from_keys
 
 
 def test_committed_and_next_attempt():

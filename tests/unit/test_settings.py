@@ -11,7 +11,7 @@ import typer
 from pydantic import ValidationError
 
 from gdpval import cli
-from gdpval.controller import api, crd, manifests
+from gdpval.controller.pure import api, crd, manifests
 from gdpval.dataset.models import DatasetRef
 from gdpval.errors import GdpvalError
 from gdpval.manifest import RunRecord

@@ -40,11 +40,11 @@ from kubernetes.client import ApiClient
 
 from gdpval import contract
 from gdpval.agent.transcript import Transcript
-from gdpval.controller import ledger, queue
-from gdpval.controller import manifests as m
-from gdpval.controller import names as n
-from gdpval.controller.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
-from gdpval.controller.status import blocked_status, status_patch
+from gdpval.controller.pure import ledger, queue
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
+from gdpval.controller.pure.status import blocked_status, status_patch
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
 from gdpval.dataset.parquet import read_tasks

@@ -91,7 +91,7 @@ the release namespace. RBAC and the operator's flags are both rendered from this
 
 {{/*
 Rules the operator needs in every namespace it watches: exactly the calls it makes (see
-operator/gdpval/controller/kube.py and kopf's watches), nothing wildcarded.
+operator/gdpval/controller/effects/kube.py and kopf's watches), nothing wildcarded.
 */}}
 {{- define "gdpval.operatorRules" -}}
 # kopf lists and watches runs; the operator writes only their status (it adds no finalizer) and

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gdpval.controller.entry import operator_command
+from gdpval.controller.effects.entry import operator_command
 
 if __name__ == "__main__":
     typer.run(operator_command)

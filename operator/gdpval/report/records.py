@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.runner.state import progress_from_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
+from gdpval.storage.progress import progress_from_keys
 from gdpval.submission.build import committed_attempts
 
 

@@ -17,8 +17,8 @@ from gdpval.agent.loop import AgentLoop, Clock, LoopOutcome, ToolBackend
 from gdpval.agent.prompt import compose
 from gdpval.agent.transcript import Transcript
 from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.runner.deliverables import collect, upload
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
-from gdpval.sandbox.deliverables import collect, upload
 from gdpval.storage import Storage, layout
 
 

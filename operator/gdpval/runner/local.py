@@ -23,7 +23,6 @@ from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord
 from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, missing_references, run_attempt
-from gdpval.runner.state import progress_from_keys
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
@@ -31,6 +30,7 @@ from gdpval.sandbox.limits import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
 from gdpval.storage import Storage, layout
+from gdpval.storage.progress import progress_from_keys
 
 log = logging.getLogger(__name__)
 

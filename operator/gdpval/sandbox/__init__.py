@@ -1,4 +1,4 @@
-"""Sandboxes where the model's tools run: the tool server, its client, local sandboxes, deliverables.
+"""Sandboxes where the model's tools run: the tool server, its client, local sandboxes.
 
 The names below load on first use: the CLI registers `gdpval runtime` from this package, and a sample
 pod's `stage` needs none of them (issue 11).
@@ -23,24 +23,16 @@ if TYPE_CHECKING:
     from gdpval.sandbox.client import (
         ToolOutput as ToolOutput,
     )
-    from gdpval.sandbox.deliverables import Collected as Collected
-    from gdpval.sandbox.deliverables import Deliverable as Deliverable
-    from gdpval.sandbox.deliverables import collect as collect
-    from gdpval.sandbox.deliverables import upload as upload
     from gdpval.sandbox.local import LocalSandbox as LocalSandbox
     from gdpval.sandbox.local import bwrap_status as bwrap_status
 
 _HOMES = {
-    "Collected": "gdpval.sandbox.deliverables",
-    "Deliverable": "gdpval.sandbox.deliverables",
     "LocalSandbox": "gdpval.sandbox.local",
     "SandboxClient": "gdpval.sandbox.client",
     "SandboxError": "gdpval.sandbox.client",
     "SandboxUnavailable": "gdpval.sandbox.client",
     "ToolOutput": "gdpval.sandbox.client",
     "bwrap_status": "gdpval.sandbox.local",
-    "collect": "gdpval.sandbox.deliverables",
-    "upload": "gdpval.sandbox.deliverables",
 }
 __all__ = list(_HOMES)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from gdpval.controller.api import GROUP
+from gdpval.controller.pure.api import GROUP
 
 MAX = 63
 MANAGED_BY = "gdpval-operator"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gdpval.controller import names as n
+from gdpval.controller.pure import names as n
 
 # Waiting reasons that never resolve by waiting: the pod is stuck at once.
 PERMANENT_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"})

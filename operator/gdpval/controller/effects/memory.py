@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gdpval.controller.api import GdpvalRunStatus
-from gdpval.controller.kube import SecretCheck
-from gdpval.controller.ledger import Ledger
+from gdpval.controller.effects.kube import SecretCheck
+from gdpval.controller.pure.api import GdpvalRunStatus
+from gdpval.controller.pure.ledger import Ledger
 from gdpval.storage import Storage
 
 Refusals = dict[str, tuple[float, str]]  # sample or component -> (when, the API's message)

@@ -14,16 +14,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gdpval.controller import judging, manifests, queue, s3io
-from gdpval.controller import names as n
-from gdpval.controller.api import GdpvalRunSpec, OutputSpec
-from gdpval.controller.fanout import fan_out
-from gdpval.controller.kube import Kube, NoWorkloadApi, SecretCheck
-from gdpval.controller.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
-from gdpval.controller.manifests import RunContext
-from gdpval.controller.memory import RunMemory
-from gdpval.controller.policy import job_error_current, secrets_due
-from gdpval.controller.reconcile import Blocker, Observed, Probe, needed_probes
+from gdpval.controller.effects import s3 as s3io
+from gdpval.controller.effects.fanout import fan_out
+from gdpval.controller.effects.kube import Kube, NoWorkloadApi, SecretCheck
+from gdpval.controller.effects.memory import RunMemory
+from gdpval.controller.pure import manifests, queue
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import GdpvalRunSpec, OutputSpec
+from gdpval.controller.pure.decide import needed_probes
+from gdpval.controller.pure.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
+from gdpval.controller.pure.manifests import RunContext
+from gdpval.controller.pure.policy import job_error_current, secrets_due
+from gdpval.controller.types import Blocker, Observed, Probe
 from gdpval.storage import NotFound, Storage, StorageError, layout
 
 log = logging.getLogger("gdpval.operator")
@@ -59,7 +61,7 @@ class Gatherer:
             obs = await _load_submission(ctx, storage, obs)
             judge = obs.jobs.get(n.COMPONENT_JUDGE)
             if judge and judge.succeeded:
-                obs = replace(obs, judge=await asyncio.to_thread(judging.read_estimate, storage, ctx.storage_name))
+                obs = replace(obs, judge=await asyncio.to_thread(s3io.read_estimate, storage, ctx.storage_name))
             return obs, version
         except StorageError as exc:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))

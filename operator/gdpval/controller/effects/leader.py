@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gdpval.controller.kube import REQUEST_TIMEOUT
+from gdpval.controller.pure.policy import REQUEST_TIMEOUT
 
 log = logging.getLogger("gdpval.operator")
 

@@ -22,7 +22,7 @@ def operator_command(
     lease_namespace: Annotated[Optional[str], typer.Option(help="Namespace of the Lease; default $POD_NAMESPACE.")] = None,
 ) -> None:
     """Run the GdpvalRun operator (kopf) against the current kubeconfig or in-cluster account."""
-    from gdpval.controller.operator import LeaderElection, run_operator
+    from gdpval.controller.effects.operator import LeaderElection, run_operator
 
     level = logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(force=True, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from gdpval.controller.api import OutputSpec
-from gdpval.controller.ledger import Committed, Ledger, decode_segment, encode_segment, rebuild
-from gdpval.controller.reconcile import Probe, Submission
+from pydantic import ValidationError
+
+from gdpval.controller.pure.api import JudgeEstimate, OutputSpec
+from gdpval.controller.pure.ledger import Committed, Ledger, decode_segment, encode_segment, rebuild
+from gdpval.controller.types import Probe, Submission
+from gdpval.judge import LABEL, load_results
 from gdpval.manifest import RunRecord, load_manifest
-from gdpval.runner.state import progress_from_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout, open_storage
+from gdpval.storage.progress import progress_from_keys
 from gdpval.storage.s3 import S3Storage
 
 
@@ -89,3 +92,28 @@ def read_submission(storage: Storage, run: str) -> Submission:
     infos = [json.loads(storage.get_text(k)) for k in keys]
     report = storage.url(layout.report(run)) if storage.exists(layout.report(run)) else None
     return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"), report_uri=report)
+
+
+def read_estimate(storage: Storage, run: str) -> JudgeEstimate:
+    """The run-level figures of the judge's results.json, or a failed estimate saying why it cannot be read."""
+    try:
+        results = load_results(storage, run)
+    except (NotFound, ValidationError, ValueError) as exc:
+        results, problem = None, f"{exc.__class__.__name__}: {exc}"[:500]
+    else:
+        problem = "no results.json"
+    if results is None:
+        return JudgeEstimate(state="Failed", message=f"the judge Job finished but its results are unreadable: {problem}", label=LABEL)
+    total = results.overall
+    uri = storage.url(layout.judge_results(run))
+    return JudgeEstimate(
+        state="Succeeded",
+        score=total.score,
+        points=total.points,
+        max_points=total.max_points,
+        scored=total.scored,
+        failed=total.failed,
+        results_uri=uri,
+        message=f"judged by {results.judge_model}: {total.scored} scored, {total.failed} judge failures",
+        label=results.label,
+    )

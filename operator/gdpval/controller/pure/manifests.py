@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 from kubernetes.utils import parse_quantity
 
 from gdpval import contract as c
-from gdpval.controller import names as n
-from gdpval.controller.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
 from gdpval.settings import RunSettings, SandboxSettings
 from gdpval.storage import layout
 
@@ -268,6 +268,17 @@ def prepare_job(ctx: RunContext) -> dict[str, Any]:
 def assemble_job(ctx: RunContext) -> dict[str, Any]:
     args = ["gdpval", "submission", "build", *_common_args(ctx)]
     return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [])
+
+
+def judge_job(ctx: RunContext) -> dict[str, Any]:
+    """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY."""
+    judge = ctx.spec.judge
+    assert judge is not None, "a judge Job is only planned for a spec with a judge section"
+    args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
+    args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries)]
+    ref = judge.api_key_secret_ref
+    env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
+    return _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
 
 
 def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:

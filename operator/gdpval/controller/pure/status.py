@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-from gdpval.controller.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
-from gdpval.controller.observe import iso
-from gdpval.controller.policy import suspended_since
-from gdpval.controller.reconcile import TERMINAL_STATES, Note, Observed, Plan, held
+from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
+from gdpval.controller.pure.decide import held
+from gdpval.controller.pure.observe import iso
+from gdpval.controller.pure.policy import suspended_since
+from gdpval.controller.types import TERMINAL_STATES, Note, Observed, Plan
 from gdpval.settings import PINNED_SECTIONS
 from gdpval.storage import layout
 

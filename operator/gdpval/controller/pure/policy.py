@@ -6,10 +6,13 @@ numbers and rules it applies, so each rule is read and tested on its own.
 
 from __future__ import annotations
 
-from gdpval.controller.api import GdpvalRunSpec, GdpvalRunStatus
-from gdpval.controller.ledger import Entry, Outcome
-from gdpval.controller.observe import JobView, parse_time
+from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.ledger import Entry, Outcome
+from gdpval.controller.pure.observe import JobView, parse_time
 
+# (connect, read) seconds for each of the operator's own calls (its reads and deletes are retried
+# 3 times by urllib3, so a hung GET gives up after about 2 minutes); kopf's watches have their own.
+REQUEST_TIMEOUT = (10.0, 30.0)
 # New sample pods one pass asks for at most: a run filling a large window takes several short passes,
 # and the runs waiting for a pass slot (served in turn) get theirs in between. 25 creations issued
 # 16 at a time take about 0.3 s on a loaded 2-core test machine (bench/README.md), and still let one

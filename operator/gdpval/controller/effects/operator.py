@@ -23,13 +23,13 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from gdpval.controller import api
-from gdpval.controller import names as n
-from gdpval.controller.kube import Kube, load_config
-from gdpval.controller.leader import Elector, LeaseClient, Timing
-from gdpval.controller.metrics import Metrics
-from gdpval.controller.observe import JobView, PodView, parse_job, parse_pod
-from gdpval.controller.worker import Controller, Defaults
+from gdpval.controller.effects.kube import Kube, load_config
+from gdpval.controller.effects.leader import Elector, LeaseClient, Timing
+from gdpval.controller.effects.metrics import Metrics
+from gdpval.controller.effects.worker import Controller, Defaults
+from gdpval.controller.pure import api
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.observe import JobView, PodView, parse_job, parse_pod
 
 log = logging.getLogger("gdpval.operator")
 

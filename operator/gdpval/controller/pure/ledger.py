@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gdpval.runner.state import SampleProgress
 from gdpval.sample import SampleResult, SampleStatus
+from gdpval.storage.progress import SampleProgress
 
 _REASON = re.compile(r"[^A-Za-z0-9_.:-]+")
 

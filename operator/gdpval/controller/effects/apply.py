@@ -15,19 +15,19 @@ import secrets
 from collections.abc import Callable
 from functools import partial
 
-from gdpval.controller import api, manifests, queue, s3io
-from gdpval.controller import names as n
-from gdpval.controller.api import GdpvalRunStatus
-from gdpval.controller.fanout import fan_out, in_background
-from gdpval.controller.judging import judge_job
-from gdpval.controller.kube import Kube
-from gdpval.controller.ledger import encode_cluster, split
-from gdpval.controller.manifests import RunContext
-from gdpval.controller.memory import Refusals, RunMemory
-from gdpval.controller.observe import iso
-from gdpval.controller.reconcile import WORKLOAD_CREATE, WORKLOAD_RELEASE, Note, Observed, Plan
-from gdpval.controller.resolve import Resolver, resolve_hosts
-from gdpval.controller.status import status_patch
+from gdpval.controller.effects import s3 as s3io
+from gdpval.controller.effects.fanout import fan_out, in_background
+from gdpval.controller.effects.kube import Kube
+from gdpval.controller.effects.memory import Refusals, RunMemory
+from gdpval.controller.effects.resolve import Resolver, resolve_hosts
+from gdpval.controller.pure import api, manifests, queue
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import GdpvalRunStatus
+from gdpval.controller.pure.ledger import encode_cluster, split
+from gdpval.controller.pure.manifests import RunContext, judge_job
+from gdpval.controller.pure.observe import iso
+from gdpval.controller.pure.status import status_patch
+from gdpval.controller.types import WORKLOAD_CREATE, WORKLOAD_RELEASE, Note, Observed, Plan
 
 log = logging.getLogger("gdpval.operator")
 Spawn = Callable[[Callable[[], None]], None]

@@ -16,12 +16,10 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gdpval.controller import api, fanout, queue
-from gdpval.controller.reconcile import Blocker
-
-# (connect, read) seconds for each of the operator's own calls (its reads and deletes are retried
-# 3 times by urllib3, so a hung GET gives up after about 2 minutes); kopf's watches have their own.
-REQUEST_TIMEOUT = (10.0, 30.0)
+from gdpval.controller.effects import fanout
+from gdpval.controller.pure import api, queue
+from gdpval.controller.pure.policy import REQUEST_TIMEOUT
+from gdpval.controller.types import Blocker
 
 
 class SecretForbidden(Exception):

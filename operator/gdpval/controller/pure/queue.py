@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gdpval.controller import names as n
-from gdpval.controller.manifests import RunContext, sample_pod
-from gdpval.controller.observe import iso
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.manifests import RunContext, sample_pod
+from gdpval.controller.pure.observe import iso
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
