@@ -48,6 +48,8 @@ def test_check_finds_unopenable_empty_and_missing_files_and_feeds_the_submission
     assert by_task["broken"].problems[0].startswith("deck.pptx: does not open: a zip bomb")
     assert by_task["never-ran"].problems == ["no committed attempt"]
     assert "check broken" in done.stderr and "1 of 4 samples grading-ready" in done.stderr
+    status = gdpval("status", "--output", str(tmp_path / "out"), "--run-name", RUN, env=env)
+    assert "grading-ready (gdpval check): 25%" in status.stdout, status.stderr[-2000:]
 
     built = gdpval("submission", "build", "--output", str(tmp_path / "out"), "--run-name", RUN, "--no-report", env=env)
     assert built.returncode == 0, built.stderr[-2000:]
