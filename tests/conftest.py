@@ -16,6 +16,7 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+from gdpval.render.cache import CACHE_ENV  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from infra.paths import cache_dir  # noqa: E402
@@ -27,6 +28,12 @@ _TEARDOWN_MARK = "cluster_teardown"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{_TEARDOWN_MARK}: stops the shared cluster; runs after every other test")
+
+
+@pytest.fixture(autouse=True)
+def render_cache(tmp_path_factory, monkeypatch):
+    """Renderings cached in the session's temporary folder, never in the user's cache."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "render-cache"))
 
 
 def pytest_collection_modifyitems(config, items):

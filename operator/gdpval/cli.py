@@ -175,11 +175,13 @@ def run(
         os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
     from gdpval.report.cli import report_after_build
 
+    _check(storage, run_name, out)
     info = build_submission(storage, run_name)
     report_after_build(storage, run_name, out)
     c = info.counts
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
-    out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f})", highlight=False)
+    grading = f", grading_ready {info.grading_ready:.2f}" if info.grading_ready is not None else ""
+    out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f}{grading})", highlight=False)
     if tally.crashed:
         err().print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
         raise typer.Exit(3)
@@ -248,9 +250,45 @@ def sample_cmd(
     print(json.dumps({"sample": sample, "attempt": attempt, "status": result.status.value, "error_kind": result.error_kind}))
 
 
+def _check(storage, run_name: str, console: Console):
+    """Grading readiness of the run's deliverables (runs/<run>/check.json); each sample with a problem is printed."""
+    from gdpval.render.check import check_run
+
+    def show(sample) -> None:
+        if sample.problems or sample.fonts_substituted:
+            fonts = [f"fonts substituted: {', '.join(sample.fonts_substituted)}"] if sample.fonts_substituted else []
+            console.print(f"check {sample.task_id} {sample.sample_id}: {'; '.join(sample.problems + fonts)}", highlight=False, markup=False)
+
+    results = check_run(storage, run_name, show)
+    ready = sum(s.grading_ready for s in results.samples)
+    console.print(
+        f"check: {ready} of {len(results.samples)} samples grading-ready ({results.grading_ready:.2f}), rendered by {results.renderer}", highlight=False
+    )
+    return results
+
+
+@app.command()
+def check(run_name: RunName, output: Output) -> None:
+    """Grading readiness, no model call: each deliverable opened in the runtime (pages, sheets, slides), empty files,
+    file types the prompt asks for and that are missing, substituted fonts; writes runs/<run>/check.json."""
+    from gdpval.storage import layout, open_storage
+
+    storage = open_storage(output)
+    results = _check(storage, run_name, err())
+    ready = sum(s.grading_ready for s in results.samples)
+    print(
+        json.dumps(
+            {"check": storage.url(layout.check_results(run_name)), "samples": len(results.samples), "grading_ready": results.grading_ready, "ready": ready}
+        )
+    )
+
+
 @submission_app.command("build")
 def submission_build(
-    run_name: RunName, output: Output, report: Annotated[bool, typer.Option(help="Also write the run's HTML report beside it (runs/<run>/report.html).")] = True
+    run_name: RunName,
+    output: Output,
+    report: Annotated[bool, typer.Option(help="Also write the run's HTML report beside it (runs/<run>/report.html).")] = True,
+    check: Annotated[bool, typer.Option(help="First check grading readiness (`gdpval check`), for grading_ready in submission_info.json.")] = True,
 ) -> None:
     """Assemble the submission package from committed results (the final Job)."""
     from gdpval.report.cli import report_after_build
@@ -258,6 +296,8 @@ def submission_build(
     from gdpval.submission.build import build_submission
 
     storage = open_storage(output)
+    if check:
+        _check(storage, run_name, err())
     info = build_submission(storage, run_name)
     if report:
         report_after_build(storage, run_name, err())

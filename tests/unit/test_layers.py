@@ -18,7 +18,7 @@ LAYERS = (
     ("gdpval.dataset",),
     ("gdpval.manifest",),
     ("gdpval.sandbox", "gdpval.submission"),
-    ("gdpval.agent",),
+    ("gdpval.agent", "gdpval.render"),
     ("gdpval.runner", "gdpval.judge"),
     ("gdpval.controller", "gdpval.fakemodel"),
     ("gdpval.report",),

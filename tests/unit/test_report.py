@@ -12,7 +12,6 @@ from gdpval.judge.models import ItemScore, SampleScore
 from gdpval.judge.store import write_score
 from gdpval.report import Prices, build_report, compare, load_records, write_report
 from gdpval.report.cli import prices
-from gdpval.report.model import asked_types
 from gdpval.report.records import parse_transcript
 from gdpval.report.render import render
 from gdpval.storage import layout
@@ -104,9 +103,7 @@ def test_transcript_lines_that_do_not_parse_are_kept():
     ]
 
 
-def test_asked_types_and_prices():
-    assert asked_types("Prepare a PowerPoint deck and an Excel model; attach a PDF.") == ["xlsx", "pptx", "pdf"]
-    assert asked_types("Answer in prose.") == []
+def test_prices():
     assert prices(None, None) is None
     with pytest.raises(Exception, match="--price-in and --price-out"):
         prices(1.0, None)

@@ -6,7 +6,6 @@ benchmark's submission_ready); `failed` ended on an error; `missing` has no comm
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
@@ -15,20 +14,9 @@ from pydantic import BaseModel, Field
 
 from gdpval.report.records import JudgeFigure, JudgeItem, RunRecords
 from gdpval.sample import SampleResult
+from gdpval.submission.readiness import asked_types
 
 JUDGE_LABEL = "local estimate, not the official grade"
-
-# What a prompt says when it asks for a file of a type, by the extension the file would have.
-ASKED_TYPES: dict[str, tuple[str, ...]] = {
-    "xlsx": ("excel", "spreadsheet", "workbook", ".xlsx"),
-    "docx": ("word document", "word file", "docx", ".doc "),
-    "pptx": ("powerpoint", "slide deck", "slides", "presentation", ".pptx"),
-    "pdf": ("pdf",),
-    "csv": ("csv",),
-    "png": ("png", "image file", "chart image"),
-    "md": ("markdown",),
-    "txt": (".txt", "text file", "plain text"),
-}
 
 
 class Prices(BaseModel):
@@ -158,12 +146,6 @@ class Comparison(BaseModel):
     tasks: list[TaskOutcome]
 
 
-def asked_types(prompt: str) -> list[str]:
-    """Extensions of the files a prompt asks for, by the words it uses (a heuristic, shown as such)."""
-    text = f" {prompt.lower()} "
-    return [ext for ext, words in ASKED_TYPES.items() if any(re.search(rf"(?<![a-z]){re.escape(w)}", text) for w in words)]
-
-
 def extension(path: str) -> str:
     return PurePosixPath(path).suffix.lower().lstrip(".") or "(none)"
 
@@ -174,7 +156,8 @@ def sample_rows(records: RunRecords) -> list[SampleRow]:
         sample = entry.sample.sample_id
         result = records.results.get(sample)
         score = records.scores.get(sample)
-        rows.append(_row(entry.task.task_id, sample, entry.task.sector, entry.task.occupation, asked_types(entry.task.prompt), result, score))
+        asked = asked_types(entry.task.prompt, entry.task.reference_files)
+        rows.append(_row(entry.task.task_id, sample, entry.task.sector, entry.task.occupation, asked, result, score))
     return rows
 
 

@@ -19,6 +19,7 @@ from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.storage.progress import progress_from_keys
 from gdpval.submission.build import committed_attempts
+from gdpval.submission.readiness import CheckResults, load_check
 
 
 class ReportError(GdpvalError):
@@ -59,6 +60,7 @@ class RunRecords:
     transcripts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scores: dict[str, JudgeFigure] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # samples with an attempt newer than their committed one (running, or cut short)
+    check: CheckResults | None = None  # `gdpval check`'s grading readiness, when it has run
 
 
 def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
@@ -72,7 +74,7 @@ def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRec
         raise ReportError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
     listed = list(storage.list(layout.samples(run)))
     chosen = committed_attempts(listed, run)
-    records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed))
+    records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed), check=load_check(storage, run))
     for entry in entries:
         sample = entry.sample.sample_id
         if sample not in chosen:

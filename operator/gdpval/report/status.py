@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from gdpval.report.records import RunRecords
 from gdpval.runner.progress import figures
+from gdpval.submission.readiness import current_share
 
 LATEST_FAILURES = 5
 
@@ -48,6 +49,7 @@ class RunStatus(BaseModel):
     sectors: list[SectorProgress] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    grading_ready: float | None = None  # from `gdpval check`, when it checked the committed attempts
 
     @property
     def finished(self) -> bool:
@@ -61,6 +63,8 @@ class RunStatus(BaseModel):
         if self.failures:
             out.append("latest failures:")
             out += [f"  {f.sample_id} ({f.sector}): {f.reason}: {' '.join(f.error.split())[:200]}" for f in self.failures]
+        if self.grading_ready is not None:
+            out.append(f"grading-ready (gdpval check): {self.grading_ready:.0%}")
         return out + self.notes
 
 
@@ -93,6 +97,7 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
     status.failures = sorted(failures, key=lambda f: -f.finished_at)[:LATEST_FAILURES]
     status.pace_s = _pace(records, status.done, now)
     status.eta_s = eta(status.pace_s, status.total - status.done)
+    status.grading_ready = current_share(records.check, {e.sample.sample_id: records.attempts.get(e.sample.sample_id) for e in records.entries})
     return status
 
 

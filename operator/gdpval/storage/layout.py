@@ -155,6 +155,11 @@ def package_relpath(task_id: str, relpath: str) -> str:
     return f"{DELIVERABLES}/{task_id}/{relpath}"
 
 
+def check_results(run: str) -> str:
+    """`gdpval check`'s grading readiness of the run's committed deliverables."""
+    return f"{run_root(run)}/check.json"
+
+
 def judge_root(run: str) -> str:
     """The local rubric judge's files: an estimate beside the run, never part of the submission."""
     return f"{run_root(run)}/judge"

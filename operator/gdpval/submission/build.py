@@ -22,6 +22,7 @@ from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
 from gdpval.sample import SampleCounts, SampleResult
 from gdpval.storage import NotFound, Storage, layout
+from gdpval.submission.readiness import GRADING_READY_DEFINITION, CheckResults, current_share, load_check
 from gdpval.submission.schema import (
     UnsafeDeliverable,
     deliverable_path,
@@ -66,7 +67,9 @@ class PackageInfo(BaseModel):
     counts: PackageCounts
     submission_ready: float
     completed: float
+    grading_ready: float | None = None  # None: `gdpval check` has not checked these committed attempts
     submission_ready_definition: str = READY_DEFINITION
+    grading_ready_definition: str = GRADING_READY_DEFINITION
     official_score: str = OFFICIAL_SCORE
     created_at: str
     runtime: str | None = None  # local runs: "host" or the sandbox image digest (see RunRecord.runtime)
@@ -83,6 +86,7 @@ class SubmissionInfo(BaseModel):
     submission_ready: float
     completed: float
     packages: list[PackageInfo]
+    grading_ready: float | None = None
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -110,11 +114,12 @@ def committed_attempts(keys: list[str], run: str) -> dict[str, Committed]:
 
 def build_submission(storage: Storage, run: str) -> SubmissionInfo:
     """Write every package, results.parquet, and remove what a previous build left behind."""
-    record, entries = _load_run(storage, run)
+    record, entries = load_run(storage, run)
     attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
     results, warnings = _load_results(storage, run, entries, attempts)
     repeats = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
-    builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"))
+    check = load_check(storage, run)
+    builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"), check)
     packages = [builder.package([e for e in entries if e.sample.repeat == k], k, repeats) for k in range(repeats)]
     _remove_stale(storage, layout.submission(run), builder.written)
     rows = [result_row(e, results.get(e.sample.sample_id)) for e in entries]
@@ -127,12 +132,17 @@ def build_submission(storage: Storage, run: str) -> SubmissionInfo:
         counts=counts,
         submission_ready=_share(counts.ready, counts),
         completed=_share(counts.succeeded, counts),
+        grading_ready=current_share(check, _committed(entries, attempts)),
         packages=packages,
         warnings=warnings + [w for p in packages for w in p.warnings],
     )
 
 
-def _load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
+def _committed(entries: list[ManifestEntry], attempts: dict[str, Committed]) -> dict[str, int | None]:
+    return {e.sample.sample_id: a.attempt if (a := attempts.get(e.sample.sample_id)) else None for e in entries}
+
+
+def load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
     try:
         record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
         entries = load_manifest(storage.get_text(layout.manifest(run)))
@@ -176,12 +186,14 @@ class _Builder:
         results: dict[str, SampleResult],
         attempts: dict[str, Committed],
         created: str,
+        check: CheckResults | None,
     ):
         self.storage = storage
         self.record = record
         self.results = results
         self.attempts = attempts
         self.created = created
+        self.check = check
         self.written: set[str] = set()
 
     def package(self, entries: list[ManifestEntry], repeat: int, repeats: int) -> PackageInfo:
@@ -207,6 +219,7 @@ class _Builder:
             counts=counts,
             submission_ready=_share(counts.ready, counts),
             completed=_share(counts.succeeded, counts),
+            grading_ready=current_share(self.check, _committed(entries, self.attempts)),
             created_at=self.created,
             runtime=self.record.runtime,
             warnings=warnings,

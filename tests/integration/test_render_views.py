@@ -1,4 +1,7 @@
-"""Each deliverable type as the judge sees it, from real files made here with the libraries that write them."""
+"""Each deliverable type as the judge sees it, from real files made here with the libraries that write them.
+
+Rendered by the limited host child (no full runtime here): tests/images/test_render_full.py covers the
+full runtime's LibreOffice pages."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import wave
 
 import docx
 import pypdfium2
+import pytest
 from openpyxl import Workbook
 from PIL import Image
 from pptx import Presentation
@@ -14,8 +18,14 @@ from pptx.util import Inches
 
 from gdpval.judge import convert
 from gdpval.judge.convert import view_file
+from gdpval.render import worker
 from gdpval.sandbox import runtime
 from support.standins import standin_bytes
+
+
+@pytest.fixture(autouse=True)
+def host_renderer(tmp_path, monkeypatch):
+    monkeypatch.setenv(runtime.RUNTIMES_ENV, str(tmp_path / "no-runtimes"))
 
 
 def test_xlsx_each_sheet_with_values_and_formulas(tmp_path):
@@ -35,11 +45,11 @@ def test_xlsx_each_sheet_with_values_and_formulas(tmp_path):
 
 def test_xlsx_cells_are_bounded_per_sheet(tmp_path):
     book = Workbook()
-    for row in range(convert.CELLS_PER_SHEET + 50):
+    for row in range(worker.CELLS_PER_SHEET + 50):
         book.active.cell(row=row + 1, column=1, value=row)
     book.save(tmp_path / "big.xlsx")
     view = view_file(tmp_path / "big.xlsx", "big.xlsx")
-    assert f"A{convert.CELLS_PER_SHEET} =" in view.text and f"A{convert.CELLS_PER_SHEET + 1} =" not in view.text
+    assert f"A{worker.CELLS_PER_SHEET} =" in view.text and f"A{worker.CELLS_PER_SHEET + 1} =" not in view.text
     assert "only the first" in view.text
 
 
@@ -56,8 +66,7 @@ def test_docx_headings_paragraphs_and_tables(tmp_path):
     assert "North | 12" in text
 
 
-def test_pptx_slide_text_tables_and_notes_and_why_slides_are_not_images(tmp_path, monkeypatch):
-    monkeypatch.setenv(runtime.RUNTIMES_ENV, str(tmp_path / "no-runtimes"))
+def test_pptx_slide_text_tables_and_notes_and_why_slides_are_not_images(tmp_path):
     deck = Presentation()
     first = deck.slides.add_slide(deck.slide_layouts[1])
     first.shapes.title.text = "Launch plan"
@@ -68,10 +77,12 @@ def test_pptx_slide_text_tables_and_notes_and_why_slides_are_not_images(tmp_path
     grid.cell(0, 0).text, grid.cell(1, 1).text = "Owner", "Ana"
     second.shapes.add_group_shape().shapes.add_textbox(Inches(1), Inches(4), Inches(2), Inches(1)).text_frame.text = "In a group"
     deck.save(tmp_path / "d.pptx")
-    text = view_file(tmp_path / "d.pptx", "deck.pptx").text
+    view = view_file(tmp_path / "d.pptx", "deck.pptx")
+    text = view.text
     assert text.index("## Slide 1") < text.index("Launch plan") < text.index("## Slide 2") < text.index("Owner |")
     assert "Ship in May" in text and "(speaker notes) Mention the budget" in text and "| Ana" in text and "In a group" in text
-    assert text.endswith("(slides not rendered as images: no full sandbox runtime on this machine (`gdpval runtime build` unpacks one))")
+    assert view.facts.slides == 2 and view.facts.pages is None and not view.images
+    assert view.facts.office == worker.NO_OFFICE and view.renderer.endswith("host child (no full runtime: text only)")
 
 
 def test_pdf_text_and_page_images(tmp_path):
@@ -85,11 +96,11 @@ def test_pdf_text_and_page_images(tmp_path):
 
 def test_pdf_pages_beyond_the_image_limit_give_text_only_and_pages_are_bounded(tmp_path):
     pdf = pypdfium2.PdfDocument.new()
-    for _ in range(convert.PDF_PAGES + 3):
+    for _ in range(worker.PDF_PAGES + 3):
         pdf.new_page(200, 100)
     pdf.save(tmp_path / "many.pdf")
     view = view_file(tmp_path / "many.pdf", "many.pdf")
-    assert view.text.count("## Page") == convert.PDF_PAGES and len(view.images) == convert.IMAGES_PER_FILE
+    assert view.text.count("## Page") == worker.PDF_PAGES and len(view.images) == convert.IMAGES_PER_FILE
     assert view.text.endswith("[3 more pages not shown]")
 
 
@@ -120,4 +131,5 @@ def test_text_is_bounded_and_unknown_or_broken_files_are_described(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"\x00" * 77)
     assert "77 bytes in a format the judge does not read" in view_file(tmp_path / "x.bin", "blob.bin").text
     (tmp_path / "bad.xlsx").write_bytes(b"not a zip")
-    assert view_file(tmp_path / "bad.xlsx", "bad.xlsx").text.startswith("[the file could not be read as spreadsheet")
+    bad = view_file(tmp_path / "bad.xlsx", "bad.xlsx")
+    assert bad.kind == "spreadsheet" and "not a readable zip" in bad.unrenderable and bad.text.startswith("[the file could not be rendered")

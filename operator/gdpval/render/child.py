@@ -1,0 +1,191 @@
+"""Where the worker runs: in a local sandbox of the full runtime, else in a limited child of the host's python.
+
+With the full runtime unpacked (`gdpval runtime build`) and bubblewrap working, each file is rendered
+in a LocalSandbox of that runtime, the same machinery a sample runs in: bubblewrap namespaces with
+no network, the seccomp filter, a root runner's unprivileged uid, the sample cgroup's memory and
+process limits, a loop disk, and the tool server's timeout. The worker there uses the runtime's
+python and LibreOffice. Otherwise it runs as a child of this python, in a new session, with
+RLIMIT_AS, RLIMIT_CPU and RLIMIT_FSIZE set and a wall-clock timeout, as the sandbox uid when root:
+text only, no LibreOffice pages.
+
+What the worker leaves is untrusted: files are opened without following links, size-bounded, and
+the JSON is validated; a PNG must start with the PNG signature.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gdpval.render import worker
+from gdpval.render.view import Facts, View, bounded
+from gdpval.sandbox import runtime
+from gdpval.sandbox.client import SandboxError, SandboxUnavailable
+from gdpval.sandbox.limits import Limits
+from gdpval.sandbox.local import LocalSandbox, bwrap_status, sandbox_owner
+
+MIB = 1 << 20
+VIEW_JSON_MAX = 1 * MIB
+PNG_MAX = 8 * MIB
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WORKER = Path(worker.__file__)
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """What one conversion may take: memory (address space for the host child; the cgroup, /tmp included,
+    in a sandbox), CPU seconds, wall seconds, processes, and the bytes it may write."""
+
+    memory_bytes: int = 2048 * MIB
+    cpu_seconds: int = 120
+    wall_seconds: float = 150.0
+    pids: int = 256
+    disk_bytes: int = 512 * MIB
+
+
+class Transient(Exception):
+    """The conversion hit a limit of this machine's moment (a timeout): not cached, tried again next time."""
+
+
+def full_runtime() -> runtime.Runtime | None:
+    """The unpacked full runtime when bubblewrap can run it here, else None (the host child is used)."""
+    found = runtime.current()
+    return found if found is not None and found.root is not None and bwrap_status()[0] else None
+
+
+def renderer_label(system: runtime.Runtime | None) -> str:
+    return f"full runtime {system.label}" if system is not None else "host child (no full runtime: text only)"
+
+
+def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, system: runtime.Runtime | None) -> View:
+    """The worker's view of `source`; unrenderable when it failed or broke a limit; Transient on a timeout."""
+    with tempfile.TemporaryDirectory(prefix="gdpval-render-") as scratch:
+        out = _in_sandbox(source, suffix, Path(scratch), limits, system) if system is not None else _in_child(source, suffix, Path(scratch), limits)
+        return read_rendering(out, name, renderer_label(system))
+
+
+def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) -> Path:
+    owner = sandbox_owner()
+    work = scratch / "work"
+    work.mkdir()
+    shutil.copyfile(source, work / f"in{suffix}")
+    if owner is not None:
+        for path in (scratch, work, work / f"in{suffix}"):
+            os.chown(path, *owner)
+    argv = [sys.executable, "-I", str(WORKER), str(work / f"in{suffix}"), suffix, str(work / "out")]
+    if owner is not None:
+        argv = ["/usr/bin/setpriv", f"--reuid={owner[0]}", f"--regid={owner[1]}", "--clear-groups", "--", *argv]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8"}
+    proc = subprocess.Popen(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=lambda: _limit(limits))  # fmt: skip
+    try:
+        _, stderr = proc.communicate(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s") from None
+    finally:
+        _kill_group(proc.pid)
+    if proc.returncode != 0:
+        raise_for(proc.returncode, stderr.decode(errors="replace"), limits)
+    return work / "out"
+
+
+def _limit(limits: RenderLimits) -> None:
+    """In the child before exec: its address space, CPU time and file sizes, and no core dumps."""
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def raise_for(code: int, stderr: str, limits: RenderLimits) -> None:
+    """A worker that died: say which limit it broke where that is known."""
+    tail = " ".join(stderr.split())[-300:]
+    if code in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL) or "MemoryError" in stderr:
+        which = "CPU time" if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) else "memory"
+        raise LimitBroken(f"the conversion broke the renderer's {which} limit ({limits.memory_bytes // MIB} MiB, {limits.cpu_seconds} CPU s): {tail}")
+    raise LimitBroken(f"the renderer failed (exit {code}): {tail}")
+
+
+class LimitBroken(Exception):
+    """The worker died: of a limit or a crash. The file is unrenderable."""
+
+
+def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, system: runtime.Runtime) -> Path:
+    workspace = scratch / "workspace"
+    sandbox = LocalSandbox(workspace, {}, isolation="bwrap", system=system, limits=Limits(limits.memory_bytes, limits.pids, limits.disk_bytes))
+    with sandbox:
+        shutil.copyfile(source, workspace / f"in{suffix}")
+        shutil.copyfile(WORKER, workspace / "worker.py")
+        if sandbox.owner is not None:
+            for name in (f"in{suffix}", "worker.py"):
+                os.chown(workspace / name, *sandbox.owner)
+        command = f"ulimit -t {limits.cpu_seconds} && exec {sandbox.python} -I worker.py in{suffix} {suffix} out 2>&1"
+        try:
+            done = sandbox.client().call("bash", {"command": command}, limits.wall_seconds)
+        except (SandboxError, SandboxUnavailable) as exc:
+            raise LimitBroken(f"the render sandbox failed: {exc}") from None
+        if done.timed_out:
+            raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s")
+        if not (workspace / "out" / "view.json").exists():
+            raise_for(done.exit_code, done.output, limits)
+        kept = scratch / "out"
+        _copy_out(workspace / "out", kept)
+    return kept
+
+
+def _copy_out(made: Path, kept: Path) -> None:
+    """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops)."""
+    kept.mkdir()
+    for name in ["view.json", *(f"page-{n}.png" for n in range(worker.IMAGES_PER_FILE))]:
+        data = read_bounded(made / name, PNG_MAX if name.endswith(".png") else VIEW_JSON_MAX)
+        if data is not None:
+            (kept / name).write_bytes(data)
+
+
+def read_bounded(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, never through a link, at most `limit`; None when absent or not a plain file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(limit + 1)
+
+
+def read_rendering(out: Path, name: str, renderer: str) -> View:
+    """The view the worker wrote into `out`, checked: sizes, JSON shape, PNG signatures."""
+    raw = read_bounded(out / "view.json", VIEW_JSON_MAX)
+    if raw is None or len(raw) > VIEW_JSON_MAX:
+        return View.refused(name, worker.kind_of(Path(name).suffix.lower()), "the renderer left no readable result", renderer)
+    try:
+        body = json.loads(raw)
+        kind, text, facts, reason = str(body["kind"]), str(body["text"]), Facts.model_validate(body["facts"]), str(body["unrenderable"])[:500]
+        pages = [read_bounded(out / f"page-{n}.png", PNG_MAX) for n in range(min(len(body["images"]), worker.IMAGES_PER_FILE))]
+    except (ValueError, KeyError, TypeError, ValidationError) as exc:
+        return View.refused(name, worker.kind_of(Path(name).suffix.lower()), f"the renderer's result is malformed ({exc.__class__.__name__})", renderer)
+    if reason:
+        return View.refused(name, kind, reason, renderer)
+    images = [png for png in pages if png is not None and len(png) <= PNG_MAX and png.startswith(PNG_SIGNATURE)]
+    return View(name, kind, bounded(text, worker.TEXT_PER_FILE), images, facts=facts, renderer=renderer)
