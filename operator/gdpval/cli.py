@@ -345,8 +345,15 @@ def fake_model(
     latency: Annotated[float, typer.Option(help="Seconds added to every response.")] = 0.0,
     hold_after: Annotated[Optional[int], typer.Option(help="Hold chat replies after the first N, until POST /fake/release.")] = None,
     fault_repeats: Annotated[int, typer.Option(min=1, help="Times one request gets its fault before a retry of it passes.")] = 1,
+    judge_prefers: Annotated[
+        str,
+        typer.Option(
+            help="Pairwise judge requests: first, second, content (a hash of each set), text:TEXT or not-text:TEXT (the set containing or lacking TEXT)."
+        ),
+    ] = "content",
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
+    from gdpval.fakemodel.judge import check_preference
     from gdpval.fakemodel.server import serve
 
     faults = {}
@@ -356,7 +363,22 @@ def fake_model(
             faults[kind] = float(rate) if sep else 1.0
         except ValueError:
             raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
-    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after, fault_repeats=fault_repeats)
+    try:
+        check_preference(judge_prefers)
+    except ValueError as exc:
+        raise GdpvalError(f"--judge-prefers: {exc}") from None
+    serve(
+        host,
+        port,
+        model=model,
+        api_key=api_key,
+        faults=faults,
+        seed=seed,
+        latency=latency,
+        hold_after=hold_after,
+        fault_repeats=fault_repeats,
+        judge_prefers=judge_prefers,
+    )
 
 
 app.command("operator")(operator_command)

@@ -32,8 +32,8 @@ def record(run: str, repeats: int = 1, dataset: DatasetRef | None = None, model:
     return RunRecord(run_name=run, settings=settings, dataset=dataset)
 
 
-def write_run(storage: Storage, run: str, items: list[ManifestEntry], repeats: int = 1) -> RunRecord:
-    written = record(run, repeats)
+def write_run(storage: Storage, run: str, items: list[ManifestEntry], repeats: int = 1, dataset: DatasetRef | None = None) -> RunRecord:
+    written = record(run, repeats, dataset)
     storage.put_text(layout.run_json(run), written.dump())
     storage.put_text(layout.manifest(run), dump_manifest(items))
     return written

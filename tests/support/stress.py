@@ -6,11 +6,12 @@ accents, non-breaking spaces, tabs, CRLF, U+2028/U+2029 separators and the odd a
 262 reference files spread over 122 tasks (the rest have none; a few have ten or more, up to 17),
 named like real uploads: spaces, parentheses, accents, `#`, `%`, `&`, and very long names. Both
 dataset revisions: the first (7 columns) and the current one (13 columns: the gold deliverable
-columns, `rubric_pretty` and `rubric_json` as a JSON string). Reference files are small but in
-real formats (`support.standins`). Hash folders differ between revisions, as on the hub.
+columns, `rubric_pretty` and `rubric_json` as a JSON string). Reference files and the gold stand-ins
+(docx, xlsx or pdf, whose text carries GOLD_MARK) are small but in real formats (`support.standins`).
+Hash folders differ between revisions, as on the hub.
 
 `make_stress_dataset(dest, revision)` writes the Hugging Face layout the project reads:
-`data/train-00000-of-00001.parquet` plus `reference_files/<hash>/<name>`.
+`data/train-00000-of-00001.parquet` plus `reference_files/<hash>/<name>` and `deliverable_files/<hash>/<name>`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ LIST_COLUMNS = {
     "deliverable_file_urls",
     "deliverable_file_hf_uris",
 }
-GOLD_MARK = "GOLD-ANSWER"  # in every gold deliverable_text: it must never reach a submission
+GOLD_MARK = "GOLD-ANSWER"  # in every gold deliverable_text and gold file's text: it must never reach a submission
+GOLD_FORMATS = ("docx", "xlsx", "pdf")
 
 OCCUPATIONS: dict[str, tuple[str, ...]] = {
     "Professional, Scientific, and Technical Services": (
@@ -227,10 +229,20 @@ def make_stress_dataset(dest: Path, revision: Revision = "current", seed: int = 
     pq.write_table(stress_table(rows, revision), dest / PARQUET)
     for row in rows:
         for path in row["reference_files"]:
-            target = dest / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(standin_bytes(target.name))
+            _write(dest / path, standin_bytes(Path(path).name))
+        for path in row.get("deliverable_files", []):
+            _write(dest / path, gold_bytes(Path(path).name))
     return dest
+
+
+def gold_bytes(name: str) -> bytes:
+    """An expert's deliverable stand-in: a real file of `name`'s format whose text says GOLD_MARK."""
+    return standin_bytes(f"{GOLD_MARK} {name}")
+
+
+def _write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
 
 
 def stress_table(rows: list[dict[str, Any]], revision: Revision) -> pa.Table:
@@ -265,7 +277,8 @@ def stress_rows(revision: Revision = "current", seed: int = SEED) -> list[dict[s
             **_uris("reference_files", paths),
         }
         if revision == "current":
-            gold = [f"deliverable_files/{_hash(revision, task_id, 'gold', 0)}/{occupation[:40]} – final.docx"]
+            kind = GOLD_FORMATS[index % len(GOLD_FORMATS)]
+            gold = [f"deliverable_files/{_hash(revision, task_id, 'gold', 0)}/{occupation[:40]} – final.{kind}"]
             row |= {"deliverable_text": f"{GOLD_MARK} for {task_id}", **_uris("deliverable_files", gold, "deliverable_file")}
             row |= rubric(random.Random(f"{seed}/{task_id}"))
         rows.append(row)

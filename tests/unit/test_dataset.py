@@ -232,3 +232,13 @@ def test_rows_naming_unsafe_reference_paths_are_refused_at_load(tmp_path, sample
     bad = table.set_column(4, "reference_files", pa.array(refs, pa.list_(pa.string())))
     with pytest.raises(DatasetError, match="row 0: .*not a plain relative path"):
         load(write_dataset(tmp_path / "d", bad), tmp_path)
+
+
+def test_the_gold_is_read_for_the_judge_alone_and_absent_from_a_7_column_revision(tmp_path, sample_table):
+    current = load(write_dataset(tmp_path / "current", current_revision(sample_table)), tmp_path)
+    assert current.gold is not None and current.gold[current.tasks[2].task_id] == [f"deliverable_files/{GOLD}/2.xlsx"]
+    assert all(GOLD not in task.model_dump_json() for task in current.tasks)
+    assert load(write_dataset(tmp_path / "first", sample_table), tmp_path).gold is None
+    bad = current_revision(sample_table).set_column(7, "deliverable_files", pa.array([["../x.xlsx"]] * sample_table.num_rows, pa.list_(pa.string())))
+    with pytest.raises(DatasetError, match="row 0: dataset path .* is not a plain relative path"):
+        load(write_dataset(tmp_path / "bad", bad), tmp_path)

@@ -16,8 +16,8 @@ from gdpval.dataset.errors import DatasetError, MissingReference
 from gdpval.dataset.local_source import LocalFolder
 from gdpval.dataset.models import DatasetRef, Task
 from gdpval.dataset.modelscope_source import DEFAULT_DATASET, ModelScopeRepo
-from gdpval.dataset.parquet import check_unique, content_revision, read_tasks
-from gdpval.dataset.references import Absent, FileCache, reference_path
+from gdpval.dataset.parquet import Gold, check_unique, content_revision, read_gold, read_tasks
+from gdpval.dataset.references import Absent, FileCache, gold_path, reference_path
 from gdpval.dataset.s3_source import S3Prefix
 
 __all__ = ["DEFAULT_DATASET", "DatasetError", "LoadedDataset", "MissingReference", "load_dataset", "source_kind"]
@@ -42,11 +42,16 @@ def source_kind(source: str) -> SourceKind:
 
 @dataclass
 class LoadedDataset:
-    """Tasks of one pinned dataset revision plus access to its reference files."""
+    """Tasks of one pinned dataset revision plus access to its reference files, and the gold for the judge.
+
+    `gold` maps task ids to the experts' deliverable paths; None when the revision has no gold column.
+    Only the judge reads it (judge.gold); tasks, manifests and submissions never carry it.
+    """
 
     ref: DatasetRef
     tasks: list[Task]
     opener: Callable[[str], Path] = field(repr=False)
+    gold: Gold | None = field(default=None, repr=False)
 
     def fetch_reference(self, dataset_path: str) -> Path:
         """A local file for `reference_files/<hash>/<name>`; MissingReference when absent."""
@@ -55,6 +60,15 @@ class LoadedDataset:
             return self.opener(dataset_path)
         except Absent:
             owners = [t.task_id for t in self.tasks if dataset_path in t.reference_files]
+            raise MissingReference(dataset_path, f"{self.ref.location}@{self.ref.revision}", owners) from None
+
+    def fetch_gold(self, dataset_path: str) -> Path:
+        """A local file for `deliverable_files/<hash>/<name>`; MissingReference when absent."""
+        gold_path(dataset_path)
+        try:
+            return self.opener(dataset_path)
+        except Absent:
+            owners = [task for task, paths in (self.gold or {}).items() if dataset_path in paths]
             raise MissingReference(dataset_path, f"{self.ref.location}@{self.ref.revision}", owners) from None
 
     def task(self, task_id: str) -> Task:
@@ -78,10 +92,22 @@ def load_dataset(source: str, *, revision: str | None, split: str = "train", cac
             "its files changed since the run was pinned; drop --revision or restore the data"
         )
     tasks = check_unique([t for name, data in blobs for t in read_tasks(f"{ref.location}/{name}", data)], ref.location)
+    gold = _gold(ref.location, blobs)
     if isinstance(folder, LocalFolder):
-        return LoadedDataset(ref, tasks, folder.open_reference)
+        return LoadedDataset(ref, tasks, folder.open_reference, gold)
     cache = FileCache(cache_dir / ref.key, folder.download)
-    return LoadedDataset(ref, tasks, cache.get)
+    return LoadedDataset(ref, tasks, cache.get, gold)
+
+
+def _gold(location: str, blobs: list[tuple[str, bytes]]) -> Gold | None:
+    """The gold of every parquet file, or None when any of them lacks the gold column."""
+    merged: Gold = {}
+    for name, data in blobs:
+        part = read_gold(f"{location}/{name}", data)
+        if part is None:
+            return None
+        merged |= part
+    return merged
 
 
 def _load_hub(repo_id: str, revision: str | None, split: str, cache_dir: Path) -> LoadedDataset:
@@ -95,4 +121,4 @@ def _load_hub(repo_id: str, revision: str | None, split: str, cache_dir: Path) -
         except Absent:
             raise DatasetError(f"{name} vanished from ModelScope dataset {repo_id}@{ref.revision}: retry") from None
     tasks = check_unique([t for name, data in blobs for t in read_tasks(f"{repo_id}/{name}", data)], repo_id)
-    return LoadedDataset(ref, tasks, cache.get)
+    return LoadedDataset(ref, tasks, cache.get, _gold(repo_id, blobs))

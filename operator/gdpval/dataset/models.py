@@ -20,12 +20,13 @@ BASE_COLUMNS = (
     "reference_file_hf_uris",
 )
 RUBRIC_COLUMNS = ("rubric_pretty", "rubric_json")
-# Gold answers: read by nobody, never written to a submission.
+# Gold answers: read for the judge alone (dataset.gold), never part of a Task, a manifest or a submission.
 GOLD_COLUMNS = ("deliverable_files", "deliverable_file_urls", "deliverable_file_hf_uris")
+GOLD_REVISION = "the current 13-column revision of openai/gdpval (openai-mirror/gdpval at its newest revision), with deliverable_files"
 
 
 class Task(BaseModel):
-    """One GDPval task. Gold columns are dropped on load so they can never leak."""
+    """One GDPval task, as samples and submissions see it: the gold columns are never part of it (dataset.gold)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,6 +1,7 @@
 """Parquet rows into Task models, for both dataset revisions.
 
-Only the named Task columns are read, so the gold columns never enter memory as task data.
+Only the named Task columns become tasks, so the gold never enters task data; `read_gold` reads the
+gold column alone, for the judge.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gdpval.dataset.errors import DatasetError
-from gdpval.dataset.models import BASE_COLUMNS, RUBRIC_COLUMNS, Task
-from gdpval.dataset.references import reference_path
+from gdpval.dataset.models import BASE_COLUMNS, GOLD_COLUMNS, RUBRIC_COLUMNS, Task
+from gdpval.dataset.references import gold_path, reference_path
 
 LIST_COLUMNS = ("reference_files", "reference_file_urls", "reference_file_hf_uris")
 TEXT_COLUMNS = ("task_id", "sector", "occupation", "prompt")
@@ -40,11 +41,35 @@ def content_revision(blobs: Iterable[tuple[str, bytes]]) -> str:
 
 def read_tasks(name: str, data: bytes) -> list[Task]:
     """Tasks of one parquet file; `name` only serves error messages."""
+    return tasks_from_table(_table(name, data), name)
+
+
+Gold = dict[str, list[str]]
+
+
+def read_gold(name: str, data: bytes) -> Gold | None:
+    """Each task's gold deliverable paths, or None for a revision without the gold column."""
+    table = _table(name, data)
+    column = GOLD_COLUMNS[0]
+    if column not in table.column_names:
+        return None
+    gold: Gold = {}
+    for index, row in enumerate(table.select(["task_id", column]).to_pylist()):
+        paths = _strings(row[column], column, f"{name} row {index}")
+        for path in paths:
+            try:
+                gold_path(path)
+            except DatasetError as exc:
+                raise DatasetError(f"{name} row {index}: {exc}") from None
+        gold[str(row["task_id"])] = paths
+    return gold
+
+
+def _table(name: str, data: bytes) -> pa.Table:
     try:
-        table = pq.read_table(io.BytesIO(data))
+        return pq.read_table(io.BytesIO(data))
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{name} is not a readable parquet file ({exc}): re-download the dataset") from None
-    return tasks_from_table(table, name)
 
 
 def tasks_from_table(table: pa.Table, name: str) -> list[Task]:

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from gdpval.dataset.errors import DatasetError
 
 REFERENCE_PREFIX = "reference_files/"
+GOLD_PREFIX = "deliverable_files/"
 
 
 class Absent(Exception):
@@ -32,9 +33,18 @@ def safe_relative(path: str) -> PurePosixPath:
 
 def reference_path(path: str) -> PurePosixPath:
     """Check that `path` names a reference file: `reference_files/<hash>/<name>`."""
+    return _hashed_path(path, REFERENCE_PREFIX, "a reference file")
+
+
+def gold_path(path: str) -> PurePosixPath:
+    """Check that `path` names an expert's deliverable (the gold): `deliverable_files/<hash>/<name>`."""
+    return _hashed_path(path, GOLD_PREFIX, "a gold deliverable")
+
+
+def _hashed_path(path: str, prefix: str, what: str) -> PurePosixPath:
     pure = safe_relative(path)
-    if not path.startswith(REFERENCE_PREFIX) or len(pure.parts) < 3:
-        raise DatasetError(f"{path!r} is not a reference file path: expected reference_files/<hash>/<name>")
+    if not path.startswith(prefix) or len(pure.parts) < 3:
+        raise DatasetError(f"{path!r} is not {what} path: expected {prefix}<hash>/<name>")
     return pure
 
 

@@ -52,9 +52,11 @@ class FakeModelConfig:
     fault_repeats: int = 1
     latency: float = 0.0
     hold_after: int | None = None  # hold chat replies after this many (None: never)
+    judge_prefers: str = "content"  # how pairwise judge requests are answered (judge.PREFERENCES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", script.validate_faults(self.faults))
+        judge.check_preference(self.judge_prefers)
         if self.fault_repeats < 1:
             raise ValueError("fault_repeats must be at least 1")
         if self.hold_after is not None and self.hold_after < 0:
@@ -259,7 +261,7 @@ class FakeModel:
             faults = self._faults_for(body)
         except ValueError as exc:
             return invalid(f"Invalid {FAULTS_BODY_FIELD}: {exc}.", param=FAULTS_BODY_FIELD)
-        if wire.is_judge_request(body):
+        if wire.is_judge_request(body) or wire.is_pairwise_request(body):
             return self._judge(body, faults)
         if SCRIPT_BODY_FIELD in body:
             try:
@@ -308,11 +310,15 @@ class FakeModel:
         return Reply(200, self._completion(digest, messages, message), delay=delay)
 
     def _judge(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
-        """Judge mode: scores for the rubric items the request carries, with its own faults."""
+        """Judge mode: scores for the rubric items the request carries, or a preference between its two sets; its own faults."""
         messages = body["messages"]
-        items = wire.rubric_of(messages)
-        if items is None:
+        pairwise = wire.is_pairwise_request(body)
+        items = None if pairwise else wire.rubric_of(messages)
+        sets = wire.sets_of(messages) if pairwise else None
+        if not pairwise and items is None:
             return invalid(f"A judge request must carry its rubric as a text part starting {wire.RUBRIC_HEADER!r}.", param="messages")
+        if pairwise and sets is None:
+            return invalid(f"A pairwise judge request must show two sets, each after a text part starting {wire.SET_HEADER!r} A or B.", param="messages")
         digest = request_hash(body)
         fault = judge.decide_fault(faults, self.config.seed, digest)
         if fault is not None and self._fired.try_fire(digest, fault, self.config.fault_repeats):
@@ -322,7 +328,12 @@ class FakeModel:
         if fault in ("429", "500"):
             return self._fault_reply(fault, messages)
         self.count("completions")
-        message = {"role": "assistant", "content": judge.reply_content(items, digest, malformed=fault == "malformed")}
+        malformed = fault == "malformed"
+        if sets is not None:
+            content = judge.pairwise_content(self.config.judge_prefers, sets, malformed)
+        else:
+            content = judge.reply_content(items or [], digest, malformed)
+        message = {"role": "assistant", "content": content}
         return Reply(200, self._completion(digest, messages, message), delay=self.config.latency)
 
     def _fire(self, fault: str | None, digest: str, turn: script.Plan) -> str | None:
@@ -533,9 +544,10 @@ def start_background(
     slow_seconds: float = 2.0,
     fault_repeats: int = 1,
     hold_after: int | None = None,
+    judge_prefers: str = "content",
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
-    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after)
+    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after, judge_prefers)
     return FakeModelServer(host, port, config).start()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -14,7 +16,14 @@ from gdpval.errors import GdpvalError
 from gdpval.settings import JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
 FLAGS = {"model": "--judge-model", "base_url": "--judge-base-url", "concurrency": "--concurrency", "tries": "--tries"}
+
+
+class Method(StrEnum):
+    rubric = "rubric"
+    pairwise = "pairwise"
+    both = "both"
 
 
 def _help(field: str) -> str:
@@ -35,12 +44,28 @@ def judge_command(
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
     s3_endpoint: Annotated[Optional[str], typer.Option("--s3-endpoint", help=OutputSettings.model_fields["endpoint"].description)] = None,
     s3_region: Annotated[Optional[str], typer.Option("--s3-region", help=OutputSettings.model_fields["region"].description)] = None,
+    method: Annotated[
+        Method, typer.Option(help="rubric: points against each task's rubric; pairwise: wins-or-ties against the experts' deliverables (both orders); both.")
+    ] = Method.rubric,
+    against: Annotated[
+        Optional[str], typer.Option(help="Pairwise against this run's deliverables (same storage) instead of the gold, on the common samples.")
+    ] = None,
+    only_failed: Annotated[bool, typer.Option(help="Pairwise: judge again only the pairs whose judging failed.")] = False,
+    price_prompt: Annotated[Optional[float], typer.Option(min=0, help="Judge price per million prompt tokens, for the judge's cost.")] = None,
+    price_completion: Annotated[Optional[float], typer.Option(min=0, help="Judge price per million completion tokens.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval (the same seed gives the same interval).")] = 0,
+    cache_dir: Annotated[Path, typer.Option(help="Where the run's dataset is cached when a reference or gold file must come from it.")] = DEFAULT_CACHE,
 ) -> None:
-    """Score a run's deliverables against each task's rubric with a judge model: a LOCAL ESTIMATE, not the official GDPval grade."""
+    """Judge a run's deliverables with a judge model (rubric points, or wins-or-ties against the gold): a LOCAL ESTIMATE, not the official GDPval grade."""
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
-    from gdpval.judge.run import JudgeOptions, judge_run
+    from gdpval.judge.run import JudgeOptions
     from gdpval.storage import open_storage
+
+    if (price_prompt is None) != (price_completion is None):
+        raise GdpvalError("--price-prompt and --price-completion go together: give both, or neither")
+    if (against or only_failed) and method is Method.rubric:
+        raise GdpvalError("--against and --only-failed are for pairwise judging: add --method pairwise")
 
     try:
         settings = JudgeSettings(model=judge_model, base_url=judge_base_url, concurrency=concurrency, tries=tries)
@@ -60,7 +85,18 @@ def judge_command(
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
-    options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries)
+    options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries, cache_dir=cache_dir)
+    summary: dict = {"run": run_name}
+    if method is not Method.pairwise:
+        summary |= _rubric(storage, run_name, client, options)
+    if method is not Method.rubric:
+        prices = (price_prompt, price_completion) if price_prompt is not None and price_completion is not None else None
+        summary["pairwise"] = _pairwise(storage, run_name, client, options, against, only_failed, prices, seed)
+    print(json.dumps(summary))
+
+
+def _rubric(storage, run_name: str, client, options) -> dict:
+    from gdpval.judge.run import judge_run
 
     def line(score, cached: bool) -> None:
         shown = f"{score.points:g}/{score.max_points:g}" if score.counted else score.error
@@ -70,10 +106,35 @@ def judge_command(
     overall = judged.results.overall
     estimate = f"{overall.score:.1%}" if overall.score is not None else "none"
     print(
-        f"judge {judge_model!r}: {overall.samples} samples ({overall.scored} scored, {overall.no_deliverable} without deliverable, "
+        f"judge {options.model!r}: {overall.samples} samples ({overall.scored} scored, {overall.no_deliverable} without deliverable, "
         f"{overall.failed} judge failures, {judged.cached} from cache); {estimate} = {overall.points:g}/{overall.max_points:g} points. "
         f"A {judged.results.label}. Results: {judged.uri}",
         file=sys.stderr,
     )
-    summary = {"run": run_name, "label": judged.results.label, "results": judged.uri, "cached": judged.cached, **overall.model_dump()}
-    print(json.dumps(summary))
+    return {"label": judged.results.label, "results": judged.uri, "cached": judged.cached, **overall.model_dump()}
+
+
+def _pairwise(storage, run_name: str, client, options, against: str | None, only_failed: bool, prices: tuple[float, float] | None, seed: int) -> dict:
+    from gdpval.judge.inputs import Inputs
+    from gdpval.judge.pairwise import PairOptions, Prices, judge_pairs
+    from gdpval.judge.run import read_run
+
+    def line(score, reused: bool) -> None:
+        flags = "".join(f" ({f})" for f, on in (("reused", reused), ("inconsistent", score.inconsistent), ("no deliverable", score.no_deliverable)) if on)
+        print(f"{score.sample_id}: {score.verdict}{flags}{' ' + score.error if score.verdict == 'failed' else ''}", file=sys.stderr, flush=True)
+
+    pair_options = PairOptions(options, against, only_failed, Prices(*prices) if prices else None, seed)
+    inputs = Inputs(storage, read_run(storage, run_name)[0], options.cache_dir)
+    judged = judge_pairs(storage, run_name, client, pair_options, inputs, line)
+    overall, usage = judged.results.overall, judged.results.usage
+    share = "none" if overall.wins_or_ties is None else f"{overall.wins_or_ties:.1%}"
+    interval = f" (95% interval {overall.interval.low:.1%}-{overall.interval.high:.1%})" if overall.interval else ""
+    cost = f", cost {usage.cost:.4f}" if usage.cost is not None else ""
+    print(
+        f"pairwise {options.model!r} against {pair_options.against}: wins-or-ties {share}{interval}; {overall.wins} wins, {overall.ties} ties "
+        f"({overall.inconsistent} inconsistent), {overall.losses} losses ({overall.no_deliverable} without deliverable), {overall.failed} failed "
+        f"(left out); judge calls {usage.calls} (+{usage.cached_calls} cached), tokens {usage.prompt_tokens}+{usage.completion_tokens}{cost}. "
+        f"A {judged.results.label}. Results: {judged.uri}",
+        file=sys.stderr,
+    )
+    return {"label": judged.results.label, "results": judged.uri, "reused": judged.reused, **overall.model_dump(), "usage": usage.model_dump()}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
 from gdpval.judge import prompt, wire
-from gdpval.judge.convert import View, view_file
+from gdpval.judge.inputs import Inputs, render
 from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
 from gdpval.judge.store import load_scores, write_results, write_score
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
@@ -43,6 +43,7 @@ class JudgeOptions:
     tries: int = 3
     backoff_seconds: float = 2.0
     timeout_seconds: float = 600.0
+    cache_dir: Path = Path.home() / ".cache" / "gdpval"  # where the run's dataset is cached when a file is not in storage
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,10 @@ OnSample = Callable[[SampleScore, bool], None]
 
 def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeOptions, on_sample: OnSample | None = None) -> Judged:
     """Judge every sample not already judged for its committed attempt by this model, then write results.json."""
-    entries = _entries(storage, run)
+    record, entries = read_run(storage, run)
+    if entries and not any(e.task.rubric_json for e in entries):
+        raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
+    inputs = Inputs(storage, record, options.cache_dir)
     attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
     cache = load_scores(storage, run)
 
@@ -70,7 +74,7 @@ def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeO
             assert previous is not None
             outcome = (previous, True)
         else:
-            score = judge_sample(storage, run, entry, committed, client, options)
+            score = judge_sample(storage, run, entry, committed, client, options, inputs)
             write_score(storage, run, score)
             outcome = (score, False)
         if on_sample is not None:
@@ -90,20 +94,21 @@ def reusable(previous: SampleScore | None, committed: Committed | None, model: s
     return previous is not None and previous.status != "failed" and previous.attempt == attempt and previous.judge_model == model
 
 
-def _entries(storage: Storage, run: str) -> list[ManifestEntry]:
+def read_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
+    """The run's record and manifest, or a JudgeError saying what to check."""
     try:
-        RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
+        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
         entries = load_manifest(storage.get_text(layout.manifest(run)))
     except NotFound:
         raise JudgeError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
     except ValidationError as exc:
         raise JudgeError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
-    if entries and not any(e.task.rubric_json for e in entries):
-        raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
-    return entries
+    return record, entries
 
 
-def judge_sample(storage: Storage, run: str, entry: ManifestEntry, committed: Committed | None, client: openai.OpenAI, options: JudgeOptions) -> SampleScore:
+def judge_sample(
+    storage: Storage, run: str, entry: ManifestEntry, committed: Committed | None, client: openai.OpenAI, options: JudgeOptions, inputs: Inputs
+) -> SampleScore:
     task = entry.task
     base: dict[str, Any] = dict(
         sample_id=entry.sample.sample_id,
@@ -124,10 +129,12 @@ def judge_sample(storage: Storage, run: str, entry: ManifestEntry, committed: Co
     if result is None or not result.ready:
         return SampleScore(**base, status="no_deliverable", max_points=most, error="no committed attempt" if result is None else "no answer or file")
     assert committed is not None
-    views = _views(
-        storage, layout.deliverables(run, entry.sample.sample_id, committed.attempt), [f for f in result.deliverable_files if f in committed.present]
-    )
-    request = prompt.messages(task.prompt, result.deliverable_text, views, items)
+    root = layout.deliverables(run, entry.sample.sample_id, committed.attempt)
+    with tempfile.TemporaryDirectory(prefix="gdpval-judge-") as tmp:
+        files = [inputs.from_storage(f"{root}/{rel}", rel, Path(tmp) / "files") for rel in result.deliverable_files if rel in committed.present]
+        views, _ = render(files)
+        references, _ = render(inputs.references(entry, Path(tmp) / "references"))
+    request = prompt.messages(task.prompt, result.deliverable_text, views, items, references)
     scores, tries, error = ask(client, options, request, items)
     summaries = [view.summary for view in views]
     if scores is None:
@@ -143,18 +150,6 @@ def _result(storage: Storage, run: str, sample: str, committed: Committed | None
         return SampleResult.model_validate_json(storage.get_bytes(layout.result(run, sample, committed.attempt)))
     except (NotFound, ValidationError):
         return None
-
-
-def _views(storage: Storage, root: str, files: list[str]) -> list[View]:
-    """Each file fetched to a scratch folder (under its own suffix) and viewed there."""
-    views = []
-    with tempfile.TemporaryDirectory(prefix="gdpval-judge-") as tmp:
-        for index, rel in enumerate(files):
-            local = Path(tmp) / f"{index}{PurePosixPath(rel).suffix[:16]}"
-            storage.get_file(f"{root}/{rel}", local)
-            views.append(view_file(local, rel))
-            local.unlink()
-    return views
 
 
 def ask(client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem]) -> tuple[list[ItemScore] | None, int, str]:

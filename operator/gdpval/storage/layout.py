@@ -176,3 +176,37 @@ def judge_sample(run: str, sample: str) -> str:
 
 def judge_results(run: str) -> str:
     return f"{judge_root(run)}/results.json"
+
+
+def judge_only(dataset_key: str) -> str:
+    """The gold of one dataset revision: read by the judge alone, never staged to a sample, never in a package."""
+    return f"judge-only/{dataset_key}"
+
+
+def gold_index(dataset_key: str) -> str:
+    """Which gold files of the revision are mirrored, per task (written after the files it lists)."""
+    return f"{judge_only(dataset_key)}/gold.json"
+
+
+def gold_file(dataset_key: str, path: str) -> str:
+    """The mirrored copy of a dataset row's `deliverable_files/<hash>/<name>`."""
+    return f"{judge_only(dataset_key)}/{path}"
+
+
+def judge_pairs(run: str, against: str) -> str:
+    """Pairwise verdicts of a run's samples against `against` (the gold, or another run)."""
+    return f"{judge_root(run)}/pairwise/{against}"
+
+
+def judge_pair(run: str, against: str, sample: str) -> str:
+    """One sample's pairwise verdict, written once both orders are judged: the cache that lets judging resume."""
+    return f"{judge_pairs(run, against)}/samples/{sample}.json"
+
+
+def judge_pair_results(run: str, against: str) -> str:
+    return f"{judge_pairs(run, against)}/results.json"
+
+
+def judge_call(digest: str) -> str:
+    """One judge call's reply, keyed by the digest of everything it was asked (shared by every run in the storage)."""
+    return f"judge-calls/{digest[:2]}/{digest}.json"

@@ -1,0 +1,81 @@
+"""Judging cost per sample, pairwise against the gold: calls, tokens, conversion seconds, wall time, cache cold and warm.
+
+A hand-made run over the first N tasks of the stress dataset (current revision; deliverables and gold
+stand-ins in docx, xlsx and pdf), judged in process through the real openai client by `gdpval fake-model`'s
+pairwise judge. Three passes: cold (nothing cached), calls warm (verdict files deleted, the call cache
+kept: no rendering, no calls), verdicts warm (every verdict reused).
+
+    .venv/bin/python bench/judge_pairwise.py --tasks 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from gdpval.agent.client import make_client  # noqa: E402
+from gdpval.dataset.loader import load_dataset  # noqa: E402
+from gdpval.fakemodel.server import start_background  # noqa: E402
+from gdpval.judge.inputs import Inputs  # noqa: E402
+from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs  # noqa: E402
+from gdpval.judge.run import JudgeOptions, read_run  # noqa: E402
+from gdpval.storage import layout  # noqa: E402
+from gdpval.storage.local import LocalStorage  # noqa: E402
+from support import runs, stress  # noqa: E402
+from support.standins import standin_bytes  # noqa: E402
+
+FORMATS = ("docx", "xlsx", "pdf")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
+        root = Path(tmp)
+        dataset = load_dataset(str(stress.make_stress_dataset(root / "dataset", "current")), revision=None, cache_dir=root / "cache")
+        storage = LocalStorage(root / "out")
+        entries = runs.entries(dataset.tasks[: args.tasks])
+        runs.write_run(storage, "bench", entries, dataset=dataset.ref)
+        for i, entry in enumerate(entries):
+            files = {f"answer.{FORMATS[i % 3]}": standin_bytes(f"answer {i}.{FORMATS[i % 3]}")}
+            runs.commit(storage, "bench", entry, 1, runs.succeeded(entry, 1, files), files)
+        options = PairOptions(JudgeOptions(model="judge", concurrency=args.concurrency, cache_dir=root / "cache"))
+        rows = []
+        with start_background(model="judge") as server:
+            client = make_client(server.base_url)
+            for name in ("cold", "calls warm", "verdicts warm"):
+                if name == "calls warm":
+                    for key in list(storage.list(f"{layout.judge_pairs('bench', GOLD)}/samples")):
+                        storage.delete(key)
+                start = time.monotonic()
+                judged = judge_pairs(storage, "bench", client, options, Inputs(storage, read_run(storage, "bench")[0], root / "cache"))
+                wall = time.monotonic() - start
+                samples, usage = judged.results.samples, judged.results.usage
+                n = len(samples)
+                rows.append(
+                    {
+                        "pass": name,
+                        "samples": n,
+                        "calls_per_sample": usage.calls / n,
+                        "cached_calls_per_sample": usage.cached_calls / n,
+                        "prompt_tokens_per_sample": round(usage.prompt_tokens / n),
+                        "completion_tokens_per_sample": round(usage.completion_tokens / n),
+                        "convert_seconds_per_sample": round(sum(s.convert_seconds for s in samples) / n, 3) if judged.reused == 0 else 0.0,
+                        "wall_seconds_per_sample": round(wall / n, 3),
+                    }
+                )
+    for row in rows:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
