@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gdpval.fakemodel.script import message_text
+
 DIALECTS = ("parallel", "parts", "reasoning", "no-usage", "partial-usage", "no-ids", "max-completion-tokens", "stream-only")
 BODY_FIELD = "fake_dialects"
 PROBE_MARKER = "FAKEMODEL-PROBE-"
@@ -90,14 +92,8 @@ def check_tool_answers(messages: list[dict[str, Any]]) -> None:
                     "messages",
                 )
             marker = _probe_marker(call)
-            if marker and marker not in _text(answer.get("content")):
+            if marker and marker not in message_text(answer.get("content")):
                 raise Refused(f"The tool message for {ident!r} does not carry that call's output.", "messages")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return content if isinstance(content, str) else ""
 
 
 def _probe_marker(call: Any) -> str | None:
@@ -158,7 +154,7 @@ def cut(message: dict[str, Any], limit: int | None) -> tuple[dict[str, Any], boo
         return message, False
     budget = limit * CHARS_PER_TOKEN
     content = message.get("content")
-    text = _text(content)
+    text = message_text(content)
     if len(text) > budget:
         cut_text = text[:budget]
         return {**message, "content": cut_text if isinstance(content, str) else [{"type": "text", "text": cut_text}], "tool_calls": None}, True
@@ -203,7 +199,7 @@ def chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[str, An
     for name in REASONING_FIELDS[:1]:
         if isinstance(message.get(name), str):
             out += [chunk({name: piece}) for piece in _pieces(message[name])]
-    out += [chunk({"content": piece}) for piece in _pieces(_text(message.get("content")))]
+    out += [chunk({"content": piece}) for piece in _pieces(message_text(message.get("content")))]
     for index, call in enumerate(message.get("tool_calls") or []):
         first = {"index": index, "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
         if "id" in call:
