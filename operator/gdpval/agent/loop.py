@@ -21,7 +21,7 @@ import openai
 
 from gdpval.agent.context import elide_old_output
 from gdpval.agent.prompt import CUT_OFF, NUDGE
-from gdpval.agent.reply import ModelReply, ToolCall, assemble_stream, parse_completion, tokens
+from gdpval.agent.reply import LENGTH, ModelReply, ToolCall, assemble_stream, parse_completion, tokens
 from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
 from gdpval.sample import ErrorKind, SampleStatus, Usage, storable
@@ -173,7 +173,10 @@ class AgentLoop:
                 if not reply.cut_off and self.finish == "answer":
                     self._succeed(reply.content)
                     return
-                self._follow_up(messages, reply, *((CUT_OFF, "cut_off") if reply.cut_off else (NUDGE, "nudge")))
+                if reply.cut_off:
+                    self._follow_up(messages, reply, CUT_OFF, "cut_off")
+                else:
+                    self._follow_up(messages, reply, NUDGE, "nudge")
                 continue
             messages.append(assistant_message(reply))
             for index, call in enumerate(reply.tool_calls):
@@ -194,7 +197,7 @@ class AgentLoop:
         """At the step limit the attempt ends; as `truncated` when the last reply was cut off."""
         if self.outcome.steps < self.agent.max_steps:
             return
-        if self.outcome.finish_reason == "length":
+        if self.outcome.finish_reason == LENGTH:
             raise LoopFailure(ErrorKind.truncated, f"the last reply, at max_steps={self.agent.max_steps}, was cut off by the token limit")
         raise LoopFailure(ErrorKind.max_steps, f"no final answer within max_steps={self.agent.max_steps}")
 

@@ -18,7 +18,7 @@ from gdpval.sample import Usage, storable
 # Fields some servers put beside an assistant message's content: kept in the transcript, never sent back.
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 TEXT_PART_TYPES = ("text", "output_text")
-CUT_OFF = "length"  # the finish_reason of a reply stopped by the token limit
+LENGTH = "length"  # the finish_reason of a reply stopped by the token limit
 SYNTHETIC_ID = "call_gdpval_{step}_{index}"
 
 
@@ -42,7 +42,7 @@ class ModelReply:
 
     @property
     def cut_off(self) -> bool:
-        return self.finish_reason == CUT_OFF
+        return self.finish_reason == LENGTH
 
 
 def text_of(content: Any) -> str:
