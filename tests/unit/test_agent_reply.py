@@ -21,7 +21,8 @@ def call(ident, name="bash", arguments='{"command": "ls"}') -> dict:
 def test_content_as_a_list_of_parts_is_its_text():
     parts = [{"type": "text", "text": "Done: "}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "output_text", "text": "two files."}]
     assert text_of(parts) == "Done: two files."
-    assert parse_completion(body({"content": parts}), 0).content == "Done: two files."
+    reply = parse_completion(body({"content": parts}), 0)
+    assert reply.content == "Done: two files." and reply.reasoning == {"content_parts": [parts[1]]}
 
 
 def test_reasoning_fields_are_kept_apart_from_the_content():

@@ -50,9 +50,12 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return storable(content)
     if isinstance(content, list):
-        texts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type", "text") in TEXT_PART_TYPES]
-        return storable("".join(text for text in texts if isinstance(text, str)))
+        return storable("".join(part["text"] for part in content if _is_text(part)))
     return ""
+
+
+def _is_text(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type", "text") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -81,6 +84,10 @@ def parse_completion(body: Any, step: int) -> ModelReply:
         given = ident if isinstance(ident, str) and ident else None
         calls.append(ToolCall(given or "", storable(str(function.get("name") or "")), _arguments(function.get("arguments")), given))
     reasoning = {name: message[name] for name in REASONING_FIELDS if message.get(name)}
+    content = message.get("content")
+    other_parts = [part for part in content if not _is_text(part)] if isinstance(content, list) else []
+    if other_parts:  # e.g. a gateway's "thinking" parts: kept for the transcript like the fields above
+        reasoning["content_parts"] = other_parts
     usage = body.get("usage")
     return ModelReply(
         text_of(message.get("content")), with_ids(calls, step), choice.get("finish_reason"), usage if isinstance(usage, dict) else None, reasoning
