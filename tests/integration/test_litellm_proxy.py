@@ -2,86 +2,30 @@
 `gdpval fake-model`, driven by a real `gdpval run`. LiteLLM re-encodes every request and reply
 (its own ids, chunking and usage), so this is the agent meeting a gateway's dialect, not our own.
 
-The proxy lives in its own venv outside git (hack/litellm.sh, which `hack/setup.sh --test` starts in
-the background); the fixture waits on that install and fails, saying why, when it cannot be made.
+The proxy (tests/support/litellm.py) waits on its install by hack/litellm.sh and fails, saying why,
+when it cannot be made: nothing is skipped.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from support import litellm
 from support.cli import gdpval, run_args
-from support.polling import wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_TIMEOUT_S = 1800  # a cold install on a loaded machine; cached, it returns at once
-START_TIMEOUT_S = 180  # the proxy imports a lot before it listens
-
-
-def litellm_bin() -> Path:
-    done = subprocess.run([str(REPO / "hack/litellm.sh")], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    if done.returncode != 0:
-        pytest.fail(f"LiteLLM's proxy could not be installed by hack/litellm.sh (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
 def proxy(scripted_model, tmp_path_factory) -> Iterator[str]:
     """LiteLLM's proxy serving `scripted` from the fake model; its base URL."""
-    binary = litellm_bin() / "litellm"
-    folder = tmp_path_factory.mktemp("litellm")
-    config = folder / "config.yaml"
-    config.write_text(
-        "model_list:\n"
-        "  - model_name: scripted\n"
-        "    litellm_params:\n"
-        "      model: openai/scripted\n"
-        f"      api_base: {scripted_model.base_url}\n"
-        "      api_key: unused\n"
-        "litellm_settings:\n"
-        "  telemetry: false\n"
-    )
-    port = free_port()
-    # No traffic off this machine: the model price map is the one LiteLLM ships, not a download.
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "NO_PROXY": "*"}
-    log = (folder / "proxy.log").open("w")
-    server = subprocess.Popen([str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_until(
-            lambda: server.poll() is not None or answers(f"http://127.0.0.1:{port}/health/liveliness"), START_TIMEOUT_S, "LiteLLM's proxy to listen", 0.5
-        )
-        assert server.poll() is None, f"LiteLLM's proxy exited ({server.returncode}):\n{(folder / 'proxy.log').read_text()[-3000:]}"
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        with litellm.proxy(scripted_model.base_url, "scripted", tmp_path_factory.mktemp("litellm")) as url:
+            yield url
+    except litellm.NotInstalled as exc:
+        pytest.fail(str(exc))
 
 
 def results(out: Path) -> list[dict]:
