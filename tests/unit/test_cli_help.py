@@ -25,3 +25,9 @@ def test_run_help_fits_80_columns_and_names_every_flag_whole():
 @pytest.mark.parametrize("command", [("report",), ("submission", "build"), ("stage",), ("sample",)])
 def test_commands_that_never_resume_do_not_say_run_name_resumes(command):
     assert "resume" not in help_of(*command)
+
+
+@pytest.mark.parametrize("command", [(), ("judge",), ("status",), ("fake-model",), ("runtime", "build"), ("submission", "build")])
+def test_every_help_fits_80_columns_uncut(command):
+    text = help_of(*command)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
