@@ -27,6 +27,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # the test waits for it on the build lock. A cached build returns at once.
   logs="${GDPVAL_CACHE:-/var/cache/gdpval-dev}/logs"
   mkdir -p "$logs" && nohup hack/build-tools.sh kueue >"$logs/kueue-build.log" 2>&1 &
+  # LiteLLM's proxy (tests/integration/test_litellm_proxy.py) installs into its own cached venv, in the
+  # background too; the test waits on its lock and says so when the install failed.
+  nohup hack/litellm.sh >"$logs/litellm-install.log" 2>&1 &
   # The full sandbox image (built just above) unpacked as the local runtime: gdpval run's default root,
   # which tests/images and the local-runtime tests use. About 25 s once; an unchanged image, 1 s.
   .venv/bin/gdpval runtime build >/dev/null

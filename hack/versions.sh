@@ -19,3 +19,7 @@ DEBIAN_SUITE=bookworm
 # any Debian revision of them is accepted.
 CONTAINERD_VERSION=1.7.24
 ETCD_VERSION=3.5.16
+# LiteLLM's proxy (PyPI), a real OpenAI-compatible gateway put in front of `gdpval fake-model` by
+# tests/integration/test_litellm_proxy.py; its own venv, outside git (hack/litellm.sh). Newer releases'
+# [proxy] extra needs a litellm-proxy package that PyPI does not serve.
+LITELLM_VERSION=1.80.0

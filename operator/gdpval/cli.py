@@ -25,7 +25,15 @@ from gdpval.settings import FlagSpec, Path_, flag_specs
 if TYPE_CHECKING:
     from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run OpenAI's GDPval benchmark and build a submission.")
+# Click's own help layout (rich_markup_mode=None): it wraps long flag names instead of cutting them
+# at 80 columns, as rich's panels did ("--missing-referen…").
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Run OpenAI's GDPval benchmark and build a submission.",
+)
 submission_app = typer.Typer(no_args_is_help=True, help="Build or inspect a submission package.")
 app.add_typer(submission_app, name="submission")
 app.add_typer(runtime_app, name="runtime")
@@ -40,10 +48,9 @@ def err() -> Console:
 
 
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
-SETTINGS_PANEL = "Run settings (pinned when the run starts, except --parallelism)"
 
 Output = Annotated[str, typer.Option("--output", "-o", help="Local folder or s3://bucket/prefix.")]
-RunName = Annotated[str, typer.Option("--run-name", help="Name of the run; re-using it resumes the run.")]
+RunName = Annotated[str, typer.Option("--run-name", help="Name of the run.")]
 CacheDir = Annotated[Path, typer.Option(help="Where dataset files are cached.")]
 
 
@@ -55,7 +62,7 @@ def _option(spec: FlagSpec) -> inspect.Parameter:
     kind: Any = list.__class_getitem__(spec.kind) if spec.multiple else spec.kind
     if spec.default is None:
         kind = Optional[kind]
-    option = typer.Option(*spec.names, help=spec.help, rich_help_panel=SETTINGS_PANEL, show_default=spec.default is not None)
+    option = typer.Option(*spec.names, help=spec.help, show_default=spec.default is not None)
     return inspect.Parameter(spec.param, inspect.Parameter.KEYWORD_ONLY, default=spec.default, annotation=Annotated[kind, option])
 
 
@@ -131,7 +138,12 @@ def run(
     cache_dir: CacheDir = DEFAULT_CACHE,
     **options: Any,
 ) -> None:
-    """Run GDPval samples in local sandboxes and build the submission."""
+    """Run GDPval samples in local sandboxes and build the submission.
+
+    The options from --model on are the run settings: pinned when the run starts, except
+    --parallelism, --base-url and --stream. Exit status: 0 every sample succeeded, 1 some failed or
+    are missing, 2 bad input, 3 some did not finish (run again to resume).
+    """
     from rich.console import Console
 
     from gdpval.agent.client import make_client
@@ -182,14 +194,24 @@ def run(
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
     grading = f", grading_ready {info.grading_ready:.2f}" if info.grading_ready is not None else ""
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f}{grading})", highlight=False)
-    if tally.crashed:
+    code = run_exit_status(c.total, c.succeeded, tally.crashed)
+    if code == contract.EXIT_UNFINISHED:
         err().print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
-        raise typer.Exit(3)
+    elif code == contract.EXIT_SAMPLES_FAILED:
+        err().print(f"{c.total - c.succeeded} of {c.total} sample(s) have no committed success (exit {code}); --retry-failed runs the failed ones again")
+    raise typer.Exit(code)
+
+
+def run_exit_status(total: int, succeeded: int, crashed: int) -> int:
+    """0 when every selected sample has a committed success; else why not (see gdpval.contract)."""
+    if crashed:
+        return contract.EXIT_UNFINISHED
+    return 0 if succeeded == total else contract.EXIT_SAMPLES_FAILED
 
 
 @app.command()
 def prepare(
-    run_name: RunName,
+    run_name: Annotated[str, typer.Option("--run-name", help="Name of the run; re-using it resumes the run.")],
     settings: Annotated[str, typer.Option(envvar=contract.SETTINGS_ENV, help="The run settings as a JSON object (camelCase, as in run.json).")],
     owner: Annotated[Optional[str], typer.Option(help="namespace/name/uid of the GdpvalRun; run.json of another owner is refused.")] = None,
     cache_dir: CacheDir = DEFAULT_CACHE,
@@ -351,6 +373,7 @@ def fake_model(
             help="Pairwise judge requests: first, second, content (a hash of each set), text:TEXT or not-text:TEXT (the set containing or lacking TEXT)."
         ),
     ] = "content",
+    dialect: Annotated[Optional[list[str]], typer.Option(help="Speak a dialect of real servers, e.g. stream-only (repeatable; see README).")] = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.judge import check_preference
@@ -363,10 +386,16 @@ def fake_model(
             faults[kind] = float(rate) if sep else 1.0
         except ValueError:
             raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
+    from gdpval.fakemodel.dialects import validate
+
     try:
         check_preference(judge_prefers)
     except ValueError as exc:
         raise GdpvalError(f"--judge-prefers: {exc}") from None
+    try:
+        spoken = validate(dialect or [])
+    except ValueError as exc:
+        raise GdpvalError(f"--dialect: {exc}") from None
     serve(
         host,
         port,
@@ -378,6 +407,7 @@ def fake_model(
         hold_after=hold_after,
         fault_repeats=fault_repeats,
         judge_prefers=judge_prefers,
+        dialects=spoken,
     )
 
 

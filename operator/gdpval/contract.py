@@ -33,3 +33,8 @@ API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only
 # The prepare Job's exit code when the run's storage holds another run's run.json or other pinned
 # settings: its Job fails at once (podFailurePolicy) and the operator names the conflict in status.
 EXIT_RUN_CONFLICT = 4
+# `gdpval run`'s exit statuses (README, "Exit status"): 0 every selected sample has a committed success;
+# SAMPLES_FAILED some failed or have no committed attempt; 2 bad input, nothing run (GdpvalError);
+# UNFINISHED some attempts crashed and run again on resume; 130 interrupted by Ctrl-C.
+EXIT_SAMPLES_FAILED = 1
+EXIT_UNFINISHED = 3

@@ -27,6 +27,7 @@ class SampleStatus(StrEnum):
 
 class ErrorKind(StrEnum):
     max_steps = "max_steps"
+    truncated = "truncated"  # the model's replies kept being cut off by the token limit
     deadline = "deadline"
     context_length = "context_length"
     rate_limited = "rate_limited"
@@ -82,6 +83,8 @@ class SampleResult(BaseModel):
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)
     api_errors: int = 0  # retried model-API errors (429, 5xx, timeouts)
+    finish_reason: str | None = None  # of the last model reply ("length": cut off by the token limit)
+    unmetered_turns: int = 0  # model replies whose usage the server left out, wholly or in part: tokens are then a lower bound
     started_at: float = 0.0
     finished_at: float = 0.0
 

@@ -27,7 +27,8 @@ PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "prompt", "sandbox"
 # dataset revision is checked against the one the run resolved, not the one it asked for.
 # The sandbox runtime is a name ("auto") that can resolve to another root later: run.json pins the root
 # it resolved to instead (RunRecord.runtime, checked on resume).
-UNPINNED = (("model", "base_url"), ("dataset", "revision"), ("sandbox", "runtime"))
+# Streaming is how replies travel, not what they say: it may change too.
+UNPINNED = (("model", "base_url"), ("model", "stream"), ("dataset", "revision"), ("sandbox", "runtime"))
 # Settings of `gdpval run` alone, and why pods have no use for them. They are never written: not in the
 # GdpvalRun schema, not in run.json (which records what they resolved to instead).
 LOCAL_ONLY = {("sandbox", "runtime"): "pods run their sandbox image (spec.images.sandbox); run.json records the root used (RunRecord.runtime)"}
@@ -60,7 +61,17 @@ class ModelSettings(SettingsModel):
         description="OpenAI-compatible base URL (http:// or https://); empty means OPENAI_BASE_URL or the OpenAI API.",
     )
     temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature; empty leaves the endpoint's default.")
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="max_tokens of each model response.")
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="Most tokens of each model response (see --token-limit-param).")
+    token_limit_param: Annotated[Literal["max_tokens", "max_completion_tokens"], Flag(("--token-limit-param",))] = Field(
+        default="max_tokens",
+        description="Request field that carries --max-tokens: max_tokens, or max_completion_tokens (OpenAI's reasoning models refuse max_tokens).",
+    )
+    reasoning_effort: str | None = Field(
+        default=None, max_length=32, pattern=r"^[a-z]+$", description="reasoning_effort sent with each request (e.g. low, medium, high); empty sends none."
+    )
+    stream: Annotated[bool, Flag(("--stream/--no-stream",))] = Field(
+        default=False, description="Ask for streamed replies and assemble them (for gateways that only stream)."
+    )
     extra_body: Annotated[dict[str, Any] | None, Flag(("--extra-body",), json=True)] = Field(
         default=None, description='JSON object merged into every request body, e.g. {"top_p": 0.9}.'
     )
@@ -117,6 +128,16 @@ class AgentSettings(SettingsModel):
         ge=1,
         le=7 * 86400,
         description="Wall-clock seconds of one sample attempt (model calls and tools); on Kubernetes the pod gets a few minutes more to upload.",
+    )
+    context: Annotated[Literal["none", "elide"], Flag(("--context",))] = Field(
+        default="none",
+        description="Context policy: 'none' sends the whole conversation (as the benchmark does); 'elide' drops old tool output past --context-budget.",
+    )
+    context_budget_tokens: Annotated[int, Flag(("--context-budget",))] = Field(
+        default=100_000,
+        ge=1000,
+        le=10_000_000,
+        description="With --context elide: estimated tokens the conversation is kept within by eliding old tool output.",
     )
 
 

@@ -170,8 +170,10 @@ def test_models_endpoint_and_unknown_model(server: FakeModelServer):
 def test_bad_requests_are_openai_shaped(server: FakeModelServer):
     client = client_for(server, max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], stream=True)
-    assert caught.value.code == "unsupported_parameter"
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_dialects": ["stream-only"]})
+    assert caught.value.code == "unsupported_value" and "stream=true" in caught.value.message
+    with pytest.raises(openai.BadRequestError, match="unknown dialect"):
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_dialects": ["grpc"]})
     with pytest.raises(openai.BadRequestError, match="fake_faults"):
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"fake_faults": {"teapot": 1}})
     raw = httpx2.post(server.base_url + "/chat/completions", content=b"{not json")

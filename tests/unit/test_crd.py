@@ -80,5 +80,5 @@ def test_defaults_round_trip_through_the_models():
     spec = api.GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}})
     assert spec.parallelism == 4 and spec.dataset.id == DEFAULT_DATASET and spec.failure_budget == "10%"
     dumped = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert dumped["model"] == {"name": "m"} and "baseURL" not in dumped["model"]
+    assert dumped["model"] == {"name": "m", "tokenLimitParam": "max_tokens", "stream": False} and "baseURL" not in dumped["model"]
     assert api.GdpvalRunSpec.model_validate(dumped) == spec

@@ -107,7 +107,7 @@ def test_deliverable_paths_never_leave_the_task_folder(bad):
 
 def test_result_rows_for_each_outcome():
     entry = runs.entries([runs.task("t1")])[0]
-    ok = runs.succeeded(entry, 2, {"a.txt": b"1", "b.txt": b"2"})
+    ok = runs.succeeded(entry, 2, {"a.txt": b"1", "b.txt": b"2"}).model_copy(update={"finish_reason": "stop", "unmetered_turns": 1})
     bad = runs.failed(entry, 1, ErrorKind.rate_limited).model_copy(update={"refused_files": [RefusedFile(path="link", reason="symlink")]})
     rows = [result_row(entry, ok), result_row(entry, bad), result_row(entry, None)]
     table = roundtrip(results_table(rows))
@@ -126,6 +126,8 @@ def test_result_rows_for_each_outcome():
         "output_tokens": 20,
         "duration_s": 0,
         "api_errors": 0,
+        "finish_reason": "stop",
+        "unmetered_turns": 1,
         "deliverable_count": 2,
         "refused_count": 0,
         "submission_ready": True,

@@ -1,6 +1,8 @@
 """The agent loop: ask the model, run its tool calls in the sandbox, until it finishes: by a reply
 that calls no tool, or (with `prompt.finish` 'submit') by calling `submit`, a plain reply then
-earning a one-line nudge.
+earning a one-line nudge. A reply cut off by the token limit (finish_reason `length`) is never a
+final answer: the model is told and carries on, and after MAX_CUT_OFFS such replies in a row the
+attempt ends as `truncated`.
 
 Every way a model call can fail is classified into an ErrorKind; transient ones (429, 5xx,
 timeouts, dropped connections) are retried with backoff inside the sample's deadline, the rest end
@@ -17,7 +19,9 @@ from typing import Any, Protocol
 
 import openai
 
-from gdpval.agent.prompt import NUDGE
+from gdpval.agent.context import elide_old_output
+from gdpval.agent.prompt import CUT_OFF, NUDGE
+from gdpval.agent.reply import LENGTH, ModelReply, ToolCall, assemble_stream, parse_completion, tokens
 from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
 from gdpval.sample import ErrorKind, SampleStatus, Usage, storable
@@ -26,6 +30,7 @@ from gdpval.settings import AgentSettings, ModelSettings
 MAX_API_RETRIES = 8
 MAX_BACKOFF_S = 60.0
 MAX_REQUEST_TIMEOUT_S = 600.0
+MAX_CUT_OFFS = 3  # replies in a row cut off by the token limit before the attempt ends as truncated
 
 
 class ToolOutputLike(Protocol):
@@ -60,6 +65,8 @@ class LoopOutcome:
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
     api_errors: int = 0
+    finish_reason: str | None = None  # of the last reply
+    unmetered_turns: int = 0  # replies without (full) usage
 
 
 @dataclass
@@ -131,12 +138,14 @@ class AgentLoop:
         self.offered_tools = tools_for(finish)
         self.offered = [tool["function"]["name"] for tool in self.offered_tools]
         self.outcome = LoopOutcome()
+        self.cut_offs = 0  # consecutive replies cut off by the token limit
 
     def run(self, system: str | None, user: str) -> LoopOutcome:
         """`system` None sends no system message at all."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
         messages.append({"role": "user", "content": user})
-        self.transcript.event("start", model=self.model.name, system=system, user=user, finish=self.finish, tools=self.offered)
+        context = {"policy": self.agent.context, "budget_tokens": self.agent.context_budget_tokens if self.agent.context != "none" else None}
+        self.transcript.event("start", model=self.model.name, system=system, user=user, finish=self.finish, tools=self.offered, context=context)
         try:
             self._converse(messages)
         except LoopFailure as failure:
@@ -148,33 +157,77 @@ class AgentLoop:
             error=self.outcome.error,
             steps=self.outcome.steps,
             usage=self.outcome.usage.model_dump(),
+            unmetered_turns=self.outcome.unmetered_turns,
+            finish_reason=self.outcome.finish_reason,
         )
         return self.outcome
 
     def _converse(self, messages: list[dict[str, Any]]) -> None:
         while True:
-            if self.outcome.steps >= self.agent.max_steps:
-                raise LoopFailure(ErrorKind.max_steps, f"no final answer within max_steps={self.agent.max_steps}")
-            message = self._complete(messages)
+            self._check_steps()
+            messages[:] = self._fit_context(messages)
+            reply = self._complete(messages)
             self.outcome.steps += 1
-            calls = message.tool_calls or []
-            if not calls and self.finish == "answer":
-                self._succeed(message.content or "")
-                return
-            if not calls:
-                messages += [{"role": "assistant", "content": message.content or ""}, {"role": "user", "content": NUDGE}]
-                self.transcript.event("nudge", content=NUDGE)
+            self._count_cut_off(reply)
+            if not reply.tool_calls:
+                if not reply.cut_off and self.finish == "answer":
+                    self._succeed(reply.content)
+                    return
+                if reply.cut_off:
+                    self._follow_up(messages, reply, CUT_OFF, "cut_off")
+                else:
+                    self._follow_up(messages, reply, NUDGE, "nudge")
                 continue
-            messages.append(assistant_message(message))
-            for index, call in enumerate(calls):
-                parsed = parse_call(call.function.name, call.function.arguments, self.offered)
+            messages.append(assistant_message(reply))
+            for index, call in enumerate(reply.tool_calls):
+                parsed = parse_call(call.name, call.arguments, self.offered, cut_off=reply.cut_off)
                 if parsed.name == "submit" and not parsed.problem:
                     self.transcript.event(
-                        "submit", id=call.id, answer=parsed.argument, repaired_arguments=parsed.repaired, ignored=[later.id for later in calls[index + 1 :]]
+                        "submit",
+                        id=call.id,
+                        answer=parsed.argument,
+                        repaired_arguments=parsed.repaired,
+                        ignored=[later.id for later in reply.tool_calls[index + 1 :]],
                     )
                     self._succeed(parsed.argument)
                     return
                 messages.append(self._run_tool(call, parsed))
+
+    def _check_steps(self) -> None:
+        """At the step limit the attempt ends; as `truncated` when the last reply was cut off."""
+        if self.outcome.steps < self.agent.max_steps:
+            return
+        if self.outcome.finish_reason == LENGTH:
+            raise LoopFailure(ErrorKind.truncated, f"the last reply, at max_steps={self.agent.max_steps}, was cut off by the token limit")
+        raise LoopFailure(ErrorKind.max_steps, f"no final answer within max_steps={self.agent.max_steps}")
+
+    def _count_cut_off(self, reply: ModelReply) -> None:
+        self.cut_offs = self.cut_offs + 1 if reply.cut_off else 0
+        if self.cut_offs >= MAX_CUT_OFFS:
+            limit = f"{self.model.token_limit_param}={self.model.max_tokens}" if self.model.max_tokens else "the server's own token limit"
+            raise LoopFailure(ErrorKind.truncated, f"{self.cut_offs} replies in a row were cut off by the token limit ({limit})")
+
+    def _follow_up(self, messages: list[dict[str, Any]], reply: ModelReply, text: str, kind: str) -> None:
+        """Answer a reply that ends nothing with a user message, recorded only when it will be sent."""
+        self._check_steps()
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": text}]
+        self.transcript.event(kind, content=text)
+
+    def _fit_context(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The conversation under the run's context policy; each elision is recorded."""
+        if self.agent.context == "none":
+            return messages
+        fitted, elided = elide_old_output(messages, self.agent.context_budget_tokens)
+        if elided.tool_call_ids:
+            self.transcript.event(
+                "context",
+                policy=self.agent.context,
+                budget_tokens=self.agent.context_budget_tokens,
+                elided=elided.tool_call_ids,
+                tokens_before=elided.tokens_before,
+                tokens_after=elided.tokens_after,
+            )
+        return fitted
 
     def _succeed(self, text: str) -> None:
         self.outcome.status = SampleStatus.succeeded
@@ -186,23 +239,37 @@ class AgentLoop:
             raise LoopFailure(ErrorKind.deadline, "the sample's wall-clock deadline passed")
         return remaining
 
-    def _complete(self, messages: list[dict[str, Any]]):
+    def _complete(self, messages: list[dict[str, Any]]) -> ModelReply:
         for retry in range(MAX_API_RETRIES + 1):
             timeout = min(MAX_REQUEST_TIMEOUT_S, self._remaining())
             try:
-                response = self.client.with_options(timeout=timeout, max_retries=0).chat.completions.create(**self._request(messages))
+                body = self._call(timeout, self._request(messages))
             except openai.OpenAIError as exc:
                 self._retry_or_fail(exc, retry)
                 continue
-            return self._accept(response)
+            return self._accept(body)
         raise AssertionError("unreachable: the last retry raises")
+
+    def _call(self, timeout: float, request: dict[str, Any]) -> Any:
+        """One request; the completion body as JSON, a stream's chunks assembled into one."""
+        completions = self.client.with_options(timeout=timeout, max_retries=0).chat.completions
+        if self.model.stream:
+            with completions.create(**request, stream=True, stream_options={"include_usage": True}) as stream:
+                return assemble_stream(chunk.to_dict() for chunk in stream)
+        raw = completions.with_raw_response.create(**request)
+        try:
+            return raw.http_response.json()
+        except ValueError:
+            raise LoopFailure(ErrorKind.bad_request, f"the model API answered HTTP {raw.status_code} with a body that is not JSON") from None
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model.name, "messages": messages, "tools": self.offered_tools}
         if self.model.temperature is not None:
             request["temperature"] = self.model.temperature
         if self.model.max_tokens is not None:
-            request["max_tokens"] = self.model.max_tokens
+            request[self.model.token_limit_param] = self.model.max_tokens
+        if self.model.reasoning_effort is not None:
+            request["reasoning_effort"] = self.model.reasoning_effort
         if self.model.extra_body:
             request["extra_body"] = self.model.extra_body
         return request
@@ -219,23 +286,26 @@ class AgentLoop:
             raise LoopFailure(ErrorKind.deadline, f"the deadline passed while backing off after: {detail[:300]}")
         self.clock.sleep(delay)
 
-    def _accept(self, response):
-        usage = response.usage
-        if usage is not None:
-            self.outcome.usage = self.outcome.usage.add(Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0))
-        if not response.choices:
-            raise LoopFailure(ErrorKind.bad_request, "the model API returned no choices")
-        message = response.choices[0].message
+    def _accept(self, body: Any) -> ModelReply:
+        try:
+            reply = parse_completion(body, self.outcome.steps)
+        except ValueError as exc:
+            raise LoopFailure(ErrorKind.bad_request, str(exc)) from None
+        counted, complete = tokens(reply.usage)
+        self.outcome.usage = self.outcome.usage.add(counted)
+        self.outcome.unmetered_turns += not complete
+        self.outcome.finish_reason = reply.finish_reason
         self.transcript.event(
             "response",
-            content=message.content,
-            tool_calls=[{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []],
-            finish_reason=response.choices[0].finish_reason,
-            usage=usage.model_dump() if usage is not None else None,
+            content=reply.content,
+            tool_calls=[{"id": c.id, "given_id": c.given_id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+            finish_reason=reply.finish_reason,
+            usage=reply.usage,
+            **({"reasoning": reply.reasoning} if reply.reasoning else {}),
         )
-        return message
+        return reply
 
-    def _run_tool(self, call, parsed: ParsedCall) -> dict[str, Any]:
+    def _run_tool(self, call: ToolCall, parsed: ParsedCall) -> dict[str, Any]:
         content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
         content = capped(content)
         self.transcript.event(
@@ -248,7 +318,7 @@ class AgentLoop:
             timeout_requested=parsed.timeout,
             timeout_applied=timeout,
         )
-        return {"role": "tool", "tool_call_id": storable(call.id), "content": storable(content)}
+        return {"role": "tool", "tool_call_id": call.id, "content": storable(content)}
 
     def _execute(self, parsed: ParsedCall) -> tuple[str, float]:
         """The tool's rendered result and the timeout it ran under."""
@@ -270,14 +340,11 @@ class AgentLoop:
         self.outcome.error = message
 
 
-def assistant_message(message) -> dict[str, Any]:
-    """The assistant turn as plain JSON, with exactly the tool calls the model made (a lone surrogate,
-    which no request body can carry, as U+FFFD)."""
+def assistant_message(reply: ModelReply) -> dict[str, Any]:
+    """The assistant turn as plain JSON, with exactly the tool calls the model made under the ids the
+    loop answers them by, and no reasoning field (servers that send one may refuse it back)."""
     return {
         "role": "assistant",
-        "content": storable(message.content or ""),
-        "tool_calls": [
-            {"id": storable(c.id), "type": "function", "function": {"name": storable(c.function.name), "arguments": storable(c.function.arguments)}}
-            for c in message.tool_calls
-        ],
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls],
     }

@@ -27,6 +27,11 @@ TASK_CLOSING = {
 }
 SYSTEM_PROMPT = _SYSTEM_BODY + SYSTEM_CLOSING["answer"]
 NUDGE = "You called no tool. Carry on with the tools, or call submit with your final answer if the work is done."
+CUT_OFF = (
+    "Your last reply was cut off by the token limit before it ended, so it is not a final answer. "
+    "Carry on from where it stopped, in shorter replies (a long file can be written in several calls)."
+)
+ELIDED = "[output elided by the harness to keep the conversation short; run the command again if you need it]"
 
 
 def deliverables_dir(workspace: str) -> str:

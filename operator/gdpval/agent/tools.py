@@ -13,6 +13,10 @@ WORK_TOOLS = ("bash", "python_exec")
 TIMEOUT = "timeout"
 # What one tool result may carry back to the model and the transcript, whatever the sandbox answered.
 MAX_RESULT_CHARS = 40_000
+CUT_OFF_CALL = (
+    "error: your reply was cut off by the token limit inside this call's arguments, so it was not run; "
+    "send it again in smaller pieces (e.g. write a long file in several calls)"
+)
 
 
 def _tool(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -80,13 +84,16 @@ def loads_lenient(raw: str) -> tuple[Any, bool]:
         return json.loads(raw, strict=False), True
 
 
-def parse_call(name: str, raw_arguments: str | None, offered: Sequence[str] = WORK_TOOLS) -> ParsedCall:
+def parse_call(name: str, raw_arguments: str | None, offered: Sequence[str] = WORK_TOOLS, cut_off: bool = False) -> ParsedCall:
+    """`cut_off`: the reply carrying the call was stopped by the token limit, so broken JSON is a cut."""
     if name not in offered:
         return ParsedCall(name, problem=f"error: unknown tool {name!r}; available tools: {', '.join(offered)}")
     field = TOOL_ARGUMENT[name]
     try:
         args, repaired = loads_lenient(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
+        if cut_off:
+            return ParsedCall(name, problem=CUT_OFF_CALL)
         return ParsedCall(name, problem=f'error: the arguments are not valid JSON ({exc.msg}); send {{"{field}": "..."}}')
     if not isinstance(args, dict):
         args = {}

@@ -293,7 +293,31 @@ def find_calls(messages: list[dict[str, Any]]) -> list[Call]:
             match = _CALL_ID.match(identifier) if isinstance(identifier, str) else None
             if match and match.group(1) in STEPS:
                 calls.append(Call(match.group(1), match.group(3), results.get(identifier)))
+            elif isinstance(tool_call, dict) and (step := _step_of(tool_call)):
+                calls.append(Call(*step, results.get(identifier) if isinstance(identifier, str) else None))
     return calls
+
+
+_STEP_MARKS = (("list", LIST_BEGIN), ("sizes", SIZES_PREFIX), ("write", WROTE_PREFIX))
+
+
+def _step_of(tool_call: dict[str, Any]) -> tuple[str, str] | None:
+    """(step, tag) of one of our calls that came back under an id the client made up (the server sent
+    none: the no-ids dialect), known by the marker its arguments print."""
+    function = tool_call.get("function")
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(function, dict) or not isinstance(arguments, str):
+        return None
+    step = next((name for name, mark in _STEP_MARKS if mark in arguments), None)
+    if step is None:
+        return None
+    if function.get("name") == UNKNOWN_TOOL_NAME:
+        return step, "unknowntool"
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return step, "malformed"
+    return step, "ok"
 
 
 def _last_parsed(calls: list[Call], step: str, parse: Callable[[str], Any]) -> Any:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gdpval.fakemodel import judge, script
+from gdpval.fakemodel import dialects, judge, script
 from gdpval.judge import wire
 
 # Per request: also leave hostile entries beside the deliverable, to test what collection refuses.
@@ -53,10 +53,12 @@ class FakeModelConfig:
     latency: float = 0.0
     hold_after: int | None = None  # hold chat replies after this many (None: never)
     judge_prefers: str = "content"  # how pairwise judge requests are answered (judge.PREFERENCES)
+    dialects: tuple[str, ...] = ()  # names in dialects.DIALECTS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", script.validate_faults(self.faults))
         judge.check_preference(self.judge_prefers)
+        object.__setattr__(self, "dialects", dialects.validate(self.dialects))
         if self.fault_repeats < 1:
             raise ValueError("fault_repeats must be at least 1")
         if self.hold_after is not None and self.hold_after < 0:
@@ -74,6 +76,7 @@ class Reply:
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    events: list[dict[str, Any]] | None = None  # a streamed answer: sent as server-sent events instead of body
 
 
 def error_reply(status: int, message: str, kind: str, code: str | None, param: str | None = None) -> Reply:
@@ -261,6 +264,14 @@ class FakeModel:
             faults = self._faults_for(body)
         except ValueError as exc:
             return invalid(f"Invalid {FAULTS_BODY_FIELD}: {exc}.", param=FAULTS_BODY_FIELD)
+        try:
+            spoken = dialects.validate(body.get(dialects.BODY_FIELD, self.config.dialects))
+        except ValueError as exc:
+            return invalid(f"Invalid {dialects.BODY_FIELD}: {exc}.", param=dialects.BODY_FIELD)
+        try:
+            dialects.check_request(body, spoken)
+        except dialects.Refused as exc:
+            return invalid(str(exc), exc.code, exc.param)
         if wire.is_judge_request(body) or wire.is_pairwise_request(body):
             return self._judge(body, faults)
         if SCRIPT_BODY_FIELD in body:
@@ -270,8 +281,9 @@ class FakeModel:
                 return invalid(f"Invalid {SCRIPT_BODY_FIELD}: {exc}.", param=SCRIPT_BODY_FIELD)
             self.count("completions")
             message = script.scripted_message(body["messages"], steps)
-            return Reply(200, self._completion(request_hash(body), body["messages"], message), delay=self.config.latency)
-        return self._complete(body, faults)
+            turn = f"script-{sum(1 for m in body['messages'] if m.get('role') == 'assistant')}"
+            return self._answer(body, request_hash(body), dialects.shape(message, spoken, turn), spoken, self.config.latency)
+        return self._complete(body, faults, spoken)
 
     def _check_body(self, body: Any) -> Reply | None:
         if not isinstance(body, dict):
@@ -281,9 +293,6 @@ class FakeModel:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             return invalid("'messages' must be a non-empty array of objects.", param="messages")
-        if body.get("stream"):
-            message = "Streaming is not supported by the fake model; send stream=false."
-            return invalid(message, "unsupported_parameter", "stream")
         return None
 
     def _faults_for(self, body: dict[str, Any]) -> dict[str, float]:
@@ -292,7 +301,7 @@ class FakeModel:
             return self.config.faults
         return script.validate_faults(body[FAULTS_BODY_FIELD])
 
-    def _complete(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
+    def _complete(self, body: dict[str, Any], faults: dict[str, float], spoken: tuple[str, ...]) -> Reply:
         messages = body["messages"]
         submit = script.offers_tool(body.get("tools"), script.SUBMIT_TOOL)
         turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)), submit=submit)
@@ -307,7 +316,7 @@ class FakeModel:
             return reply
         message = script.render_message(turn, fault if fault in script.CONTENT_FAULTS else None)
         self.count("completions")
-        return Reply(200, self._completion(digest, messages, message), delay=delay)
+        return self._answer(body, digest, dialects.shape(message, spoken, f"{turn.step}-{turn.attempt}"), spoken, delay)
 
     def _judge(self, body: dict[str, Any], faults: dict[str, float]) -> Reply:
         """Judge mode: scores for the rubric items the request carries, or a preference between its two sets; its own faults."""
@@ -334,7 +343,7 @@ class FakeModel:
         else:
             content = judge.reply_content(items or [], digest, malformed)
         message = {"role": "assistant", "content": content}
-        return Reply(200, self._completion(digest, messages, message), delay=self.config.latency)
+        return self._answer(body, digest, message, (), self.config.latency)
 
     def _fire(self, fault: str | None, digest: str, turn: script.Plan) -> str | None:
         """Apply the repeat limits; context_length is permanent, like the real error."""
@@ -362,24 +371,31 @@ class FakeModel:
         message = f"This model's maximum context length is {_CONTEXT_WINDOW} tokens. However, your messages resulted in {tokens} tokens {injected}."
         return invalid(message, "context_length_exceeded", "messages")
 
-    def _completion(self, digest: str, messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, Any]:
-        prompt_tokens = estimate_tokens(messages)
+    def _answer(self, body: dict[str, Any], digest: str, message: dict[str, Any], spoken: tuple[str, ...], delay: float) -> Reply:
+        """The completion within the request's token limit, whole or as a stream's chunks."""
+        message, was_cut = dialects.cut(message, dialects.token_limit(body))
+        completion = self._completion(digest, body, message, spoken, "length" if was_cut else None)
+        if body.get("stream") is True:
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return Reply(200, {}, delay=delay, events=dialects.chunks(completion, include_usage))
+        return Reply(200, completion, delay=delay)
+
+    def _completion(self, digest: str, body: dict[str, Any], message: dict[str, Any], spoken: tuple[str, ...], finish: str | None) -> dict[str, Any]:
+        prompt_tokens = estimate_tokens(body["messages"])
         completion_tokens = estimate_tokens(message.get("content") or message.get("tool_calls") or "")
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        message = {**message, "refusal": None}
-        return {
+        finish = finish or ("tool_calls" if message.get("tool_calls") else "stop")
+        message = {**{k: v for k, v in message.items() if v is not None or k == "content"}, "refusal": None}
+        completion = {
             "id": "chatcmpl-" + digest[:24],
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.config.model,
             "system_fingerprint": "fp_fake_model",
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
         }
+        usage = dialects.usage(prompt_tokens, completion_tokens, body.get("reasoning_effort"), spoken)
+        return completion if usage is None else completion | {"usage": usage}
 
 
 def _with_prefix(counts: dict[str, int], prefix: str) -> dict[str, int]:
@@ -424,9 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(reply)
 
     def _send(self, reply: Reply) -> None:
-        payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+        if reply.events is not None:
+            lines = [f"data: {json.dumps(event, ensure_ascii=False)}\n\n" for event in reply.events] + ["data: [DONE]\n\n"]
+            payload, kind = "".join(lines).encode("utf-8"), "text/event-stream"
+        else:
+            payload, kind = json.dumps(reply.body, ensure_ascii=False).encode("utf-8"), "application/json"
         self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -545,9 +565,10 @@ def start_background(
     fault_repeats: int = 1,
     hold_after: int | None = None,
     judge_prefers: str = "content",
+    dialects: tuple[str, ...] = (),
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
-    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after, judge_prefers)
+    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after, judge_prefers, tuple(dialects))
     return FakeModelServer(host, port, config).start()
 
 

@@ -120,6 +120,8 @@ def _result(attempt: Attempt, outcome: LoopOutcome, started: float) -> SampleRes
         steps=outcome.steps,
         usage=outcome.usage,
         api_errors=outcome.api_errors,
+        finish_reason=outcome.finish_reason,
+        unmetered_turns=outcome.unmetered_turns,
         started_at=started,
     )
 

@@ -37,6 +37,8 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("output_tokens", pa.int64(), nullable=False),
         pa.field("duration_s", pa.float64(), nullable=False),
         pa.field("api_errors", pa.int64(), nullable=False),
+        pa.field("finish_reason", pa.string()),  # of the last model reply; null: no reply
+        pa.field("unmetered_turns", pa.int64(), nullable=False),  # replies without (full) usage: tokens are a lower bound
         pa.field("deliverable_count", pa.int64(), nullable=False),
         pa.field("refused_count", pa.int64(), nullable=False),
         pa.field("submission_ready", pa.bool_(), nullable=False),  # final text or a deliverable file
@@ -103,6 +105,8 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
             "output_tokens": 0,
             "duration_s": 0.0,
             "api_errors": 0,
+            "finish_reason": None,
+            "unmetered_turns": 0,
             "deliverable_count": 0,
             "refused_count": 0,
             "submission_ready": False,
@@ -122,6 +126,8 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
         "output_tokens": result.usage.output_tokens,
         "duration_s": result.duration_s,
         "api_errors": result.api_errors,
+        "finish_reason": result.finish_reason,
+        "unmetered_turns": result.unmetered_turns,
         "deliverable_count": len(result.deliverable_files),
         "refused_count": len(result.refused_files),
         "submission_ready": result.ready,
