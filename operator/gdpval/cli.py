@@ -305,6 +305,9 @@ def fake_model(
     latency: Annotated[float, typer.Option(help="Seconds added to every response.")] = 0.0,
     hold_after: Annotated[Optional[int], typer.Option(help="Hold chat replies after the first N, until POST /fake/release.")] = None,
     fault_repeats: Annotated[int, typer.Option(min=1, help="Times one request gets its fault before a retry of it passes.")] = 1,
+    retry_after: Annotated[float, typer.Option(min=0, help="Seconds of Retry-After on an injected 429.")] = 1.0,
+    outage: Annotated[Optional[str], typer.Option(help="AFTER:SECONDS: after AFTER chat requests, answer every model request 503 for SECONDS.")] = None,
+    max_concurrent: Annotated[Optional[int], typer.Option(min=1, help="Answer 429 to a chat request arriving while N others are in flight.")] = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.server import serve
@@ -316,7 +319,26 @@ def fake_model(
             faults[kind] = float(rate) if sep else 1.0
         except ValueError:
             raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
-    serve(host, port, model=model, api_key=api_key, faults=faults, seed=seed, latency=latency, hold_after=hold_after, fault_repeats=fault_repeats)
+    after, sep, seconds = (outage or "").partition(":")
+    try:
+        outage_after, outage_seconds = (int(after), float(seconds)) if outage else (None, 0.0)
+    except ValueError:
+        raise GdpvalError(f"--outage {outage!r}: use AFTER:SECONDS, e.g. 100:600") from None
+    serve(
+        host,
+        port,
+        model=model,
+        api_key=api_key,
+        faults=faults,
+        seed=seed,
+        latency=latency,
+        hold_after=hold_after,
+        fault_repeats=fault_repeats,
+        retry_after=retry_after,
+        outage_after=outage_after,
+        outage_seconds=outage_seconds,
+        max_concurrent=max_concurrent,
+    )
 
 
 app.command("operator")(operator_command)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import openai
 
+from gdpval.agent.governor import CallRefused
 from gdpval.agent.prompt import NUDGE
 from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
@@ -72,6 +73,8 @@ class Clock:
 
 def classify(exc: Exception) -> tuple[ErrorKind, bool]:
     """(kind, retryable) for an exception raised by the openai client."""
+    if isinstance(exc, CallRefused):
+        return exc.kind, False
     if isinstance(exc, openai.RateLimitError):
         return ErrorKind.rate_limited, True
     if isinstance(exc, openai.APITimeoutError):
