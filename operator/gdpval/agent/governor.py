@@ -201,7 +201,8 @@ class GovernedTransport(httpx2.BaseTransport):
             response = self.inner.handle_request(probe)
             response.read()
             response.close()
-        except httpx2.TransportError:
+        except Exception:  # whatever went wrong, the endpoint did not answer; the breaker must hear of it
+            log.debug("probe failed", exc_info=True)
             return False
         return response.status_code < 500
 
