@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from gdpval import contract
+from gdpval.agent.budget import Spend, run_limit_reached
 from gdpval.controller import names as n
 from gdpval.controller.api import MAX_SECTORS, OTHER_SECTOR, GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate, SectorCounts
 from gdpval.controller.judging import judge_step
@@ -46,6 +47,7 @@ from gdpval.controller.policy import (
 )
 from gdpval.controller.queue import Queueing, WorkloadView, hold_reason, must_release
 from gdpval.sample import Tally as RunTally
+from gdpval.sample import Usage
 
 TERMINAL_STATES = ("Succeeded", "Failed")
 RESYNC_SECONDS = 60.0
@@ -139,6 +141,7 @@ class Plan:
     delete_run: bool = False  # the finished run's ttlSecondsAfterFinished is over
     notes: list[Note] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
+    budget: str = ""  # why spec.budget allows no new pod (the BudgetExhausted condition), or ""
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge
@@ -405,6 +408,14 @@ def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger, sectors
     return t
 
 
+def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
+    """The run's spend from the ledger's token counts (which know no cached tokens: all at the input price)."""
+    usage = Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens)
+    spend = Spend()
+    spend.add(usage, spec.budget.prices)
+    return spend
+
+
 def _fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
     active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
@@ -553,12 +564,15 @@ def _samples_phase(obs: Observed, plan: Plan, samples: tuple[str, ...], can_star
         plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
         return
     if t.pending or t.running:
-        if can_start and not stopped:
+        plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
+        if can_start and not stopped and not plan.budget:
             _fill_window(obs, plan, samples)
         plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
         plan.state = "Suspended" if stopped else "Running"
-        plan.reason = "Suspended" if stopped else ("PodsNotStarting" if plan.waiting else "SamplesRunning")
+        plan.reason = "Suspended" if stopped else ("BudgetExhausted" if plan.budget else "PodsNotStarting" if plan.waiting else "SamplesRunning")
         plan.message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
+        if plan.budget:
+            plan.message += f"; no new pods: {plan.budget}; raise spec.budget to go on"
         _queue_reason(obs, plan)
         plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
         return
