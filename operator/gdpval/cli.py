@@ -374,6 +374,9 @@ def fake_model(
         ),
     ] = "content",
     dialect: Annotated[Optional[list[str]], typer.Option(help="Speak a dialect of real servers, e.g. stream-only (repeatable; see README).")] = None,
+    retry_after: Annotated[float, typer.Option(min=0, help="Seconds of Retry-After on an injected 429.")] = 1.0,
+    outage: Annotated[Optional[str], typer.Option(help="AFTER:SECONDS: after AFTER chat requests, answer every model request 503 for SECONDS.")] = None,
+    max_concurrent: Annotated[Optional[int], typer.Option(min=1, help="Answer 429 to a chat request arriving while N others are in flight.")] = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.judge import check_preference
@@ -396,6 +399,11 @@ def fake_model(
         spoken = validate(dialect or [])
     except ValueError as exc:
         raise GdpvalError(f"--dialect: {exc}") from None
+    after, sep, seconds = (outage or "").partition(":")
+    try:
+        outage_after, outage_seconds = (int(after), float(seconds)) if outage else (None, 0.0)
+    except ValueError:
+        raise GdpvalError(f"--outage {outage!r}: use AFTER:SECONDS, e.g. 100:600") from None
     serve(
         host,
         port,
@@ -408,6 +416,10 @@ def fake_model(
         fault_repeats=fault_repeats,
         judge_prefers=judge_prefers,
         dialects=spoken,
+        retry_after=retry_after,
+        outage_after=outage_after,
+        outage_seconds=outage_seconds,
+        max_concurrent=max_concurrent,
     )
 
 

@@ -39,17 +39,25 @@ class ErrorKind(StrEnum):
     sandbox = "sandbox"
     missing_reference = "missing_reference"
     internal = "internal"
+    budget = "budget"  # the run's budget ran out: the sample runs again once the limit is raised
+    sample_budget = "sample_budget"  # the sample's own budget ran out
 
 
 class Usage(BaseModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # cached ones included
     output_tokens: int = 0
+    cached_input_tokens: int = 0
 
     def add(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 class RefusedFile(BaseModel):
@@ -85,6 +93,7 @@ class SampleResult(BaseModel):
     api_errors: int = 0  # retried model-API errors (429, 5xx, timeouts)
     finish_reason: str | None = None  # of the last model reply ("length": cut off by the token limit)
     unmetered_turns: int = 0  # model replies whose usage the server left out, wholly or in part: tokens are then a lower bound
+    cost: float | None = None  # money spent at the run's prices (budget.prices); None without prices
     started_at: float = 0.0
     finished_at: float = 0.0
 

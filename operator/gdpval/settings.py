@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from string import Formatter
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
@@ -264,6 +264,54 @@ class JudgeSettings(SettingsModel):
     tries: int = Field(default=3, ge=1, le=10, description="Tries per sample on server errors and malformed replies; then the sample is a judge failure.")
 
 
+class PriceSettings(SettingsModel):
+    """What the endpoint charges, in money per million tokens (any currency; results use the same one)."""
+
+    input: Annotated[float | None, Flag(("--price-input",))] = Field(default=None, ge=0, le=1_000_000, description="Price per million input tokens.")
+    cached_input: Annotated[float | None, Flag(("--price-cached-input",))] = Field(
+        default=None, ge=0, le=1_000_000, description="Price per million cached input tokens; empty means the input price."
+    )
+    output: Annotated[float | None, Flag(("--price-output",))] = Field(default=None, ge=0, le=1_000_000, description="Price per million output tokens.")
+
+    @property
+    def known(self) -> bool:
+        """Costs can be computed: both the input and the output price are given."""
+        return self.input is not None and self.output is not None
+
+    def cost(self, input_tokens: int, cached_input_tokens: int, output_tokens: int) -> float | None:
+        """The money spent on these tokens (`input_tokens` includes the cached ones); None without prices."""
+        if self.input is None or self.output is None:
+            return None
+        cached = min(cached_input_tokens, input_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return ((input_tokens - cached) * self.input + cached * cached_price + output_tokens * self.output) / 1_000_000
+
+
+class BudgetSettings(SettingsModel):
+    """Spending limits, checked before every model call; unlike the pinned sections they may change on resume."""
+
+    run_tokens: Annotated[int | None, Flag(("--run-tokens",))] = Field(
+        default=None, ge=1, description="Tokens (input plus output) the whole run may spend; then no sample starts and running ones end with reason budget."
+    )
+    sample_tokens: Annotated[int | None, Flag(("--sample-tokens",))] = Field(
+        default=None, ge=1, description="Tokens one sample attempt may spend; then it ends with reason sample_budget."
+    )
+    run_cost: Annotated[float | None, Flag(("--run-cost",))] = Field(
+        default=None, gt=0, description="Money the whole run may spend (needs --price-input and --price-output)."
+    )
+    sample_cost: Annotated[float | None, Flag(("--sample-cost",))] = Field(
+        default=None, gt=0, description="Money one sample attempt may spend (needs --price-input and --price-output)."
+    )
+    prices: PriceSettings = Field(default_factory=PriceSettings)
+
+    @model_validator(mode="after")
+    def _priced(self) -> BudgetSettings:
+        """A money limit without prices could never be checked: refused with the settings."""
+        if (self.run_cost is not None or self.sample_cost is not None) and not self.prices.known:
+            raise ValueError("a cost limit needs the input and output prices (--price-input, --price-output)")
+        return self
+
+
 class RunSettings(SettingsModel):
     """Everything that configures a run, on one machine or on Kubernetes."""
 
@@ -275,6 +323,7 @@ class RunSettings(SettingsModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     deliverables: DeliverableSettings = Field(default_factory=DeliverableSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
     parallelism: Annotated[int, Flag(("--parallelism", "--concurrency"))] = Field(
         default=4, ge=1, le=10000, description="Samples running at once (may change while a run goes on)."
     )

@@ -439,3 +439,21 @@ def test_simulated_runs_with_crashes_never_double_commit_or_orphan():
         for sample, attempts in world.commits.items():
             successes = [a for a in attempts if world.results[(sample, a)].succeeded]
             assert len(successes) <= 1, (seed, sample)
+
+
+def test_a_spent_run_budget_starts_no_pod_and_a_raised_one_starts_them_again():
+    from gdpval.controller.pure.status import build_status
+
+    ended = Entry(1, Outcome.succeeded, ended=int(NOW - 1), input_tokens=900, output_tokens=200)
+    prices = {"input": 2.0, "output": 8.0}
+    tight = obs(ledger={"t0-r0": ended}, spec=spec(budget={"runTokens": 1000, "prices": prices}))
+    plan = decide(tight)
+    assert plan.create_pods == [] and plan.state == "Running" and plan.reason == "BudgetExhausted"
+    assert "1,000 tokens" in plan.budget and "raise spec.budget" in plan.message
+    status = build_status(tight, plan)
+    budget = next(c for c in status.conditions if c.type == "BudgetExhausted")
+    assert budget.status == "True" and budget.reason == "RunBudgetSpent"
+    assert status.tokens.cost == round((900 * 2 + 200 * 8) / 1e6, 6)
+    raised = decide(obs(ledger={"t0-r0": ended}, spec=spec(budget={"runTokens": 5000, "prices": prices})))
+    assert raised.create_pods == [("t1-r0", 1), ("t2-r0", 1)] and not raised.budget
+    assert next(c for c in build_status(tight, raised).conditions if c.type == "BudgetExhausted").status == "False"

@@ -124,6 +124,8 @@ def test_result_rows_for_each_outcome():
         "steps": 3,
         "input_tokens": 100,
         "output_tokens": 20,
+        "cached_input_tokens": 0,
+        "cost": None,
         "duration_s": 0,
         "api_errors": 0,
         "finish_reason": "stop",

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import urllib.request
+from urllib.parse import urlsplit
 
+import httpx2
 import openai
 
+from gdpval.agent.governor import GovernedTransport, Governor, Meter
 from gdpval.errors import GdpvalError
 
 PLACEHOLDER_KEY = "not-needed"  # local servers often accept any key; the client insists on one
@@ -17,6 +21,22 @@ def make_client(base_url: str | None, api_key: str | None = None, key_source: st
     """Retries are ours (the loop records each), so the client's own are off."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
     return openai.OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=header_safe_key(key, key_source), max_retries=0)
+
+
+def connection_pool(client: openai.OpenAI, size: int) -> httpx2.HTTPTransport:
+    """The run's connections to the endpoint, through the proxy the environment names for it (if any)."""
+    url = str(client.base_url)
+    host = urlsplit(url).hostname or ""
+    proxy = None if urllib.request.proxy_bypass(host) else urllib.request.getproxies().get(urlsplit(url).scheme)
+    return httpx2.HTTPTransport(proxy=proxy, limits=httpx2.Limits(max_connections=None, max_keepalive_connections=max(20, size)))
+
+
+def governed(client: openai.OpenAI, pool: httpx2.BaseTransport, governor: Governor, meter: Meter) -> openai.OpenAI:
+    """The client one sample attempt uses: the run's connection pool, its calls counted on `meter`
+    and passed through the run's governor (budget, outage breaker, rate limiter). The environment's
+    proxies are the pool's business: here they would route calls around the governor."""
+    http = openai.DefaultHttpx2Client(transport=GovernedTransport(pool, governor, meter), trust_env=False)
+    return client.with_options(http_client=http)
 
 
 def header_safe_key(key: str, source: str) -> str:

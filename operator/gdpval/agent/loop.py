@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import openai
 
 from gdpval.agent.context import elide_old_output
+from gdpval.agent.governor import CallRefused
 from gdpval.agent.prompt import CUT_OFF, NUDGE
 from gdpval.agent.reply import LENGTH, ModelReply, ToolCall, assemble_stream, parse_completion, tokens
 from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
@@ -79,6 +80,8 @@ class Clock:
 
 def classify(exc: Exception) -> tuple[ErrorKind, bool]:
     """(kind, retryable) for an exception raised by the openai client."""
+    if isinstance(exc, CallRefused):
+        return exc.kind, False
     if isinstance(exc, openai.RateLimitError):
         return ErrorKind.rate_limited, True
     if isinstance(exc, openai.APITimeoutError):

@@ -120,6 +120,7 @@ class Plan:
     delete_run: bool = False  # the finished run's ttlSecondsAfterFinished is over
     notes: list[Note] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
+    budget: str = ""  # why spec.budget allows no new pod (the BudgetExhausted condition), or ""
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge

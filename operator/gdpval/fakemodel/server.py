@@ -8,6 +8,11 @@ Tests steer a running server through ``/fake/``: ``POST /fake/hold`` (body ``{"a
 ``n`` more chat completions through and then holds every reply, ``POST /fake/release`` lets them
 all go, ``GET /fake/stats`` returns the counters, ``held`` among them. A test can so act (send a
 signal, kill a process) while requests are certainly in flight, whatever the machine's load.
+
+Two endpoint-wide faults: an outage (`outage_after` chat requests, then every model API request,
+the models list included, answers 503 for `outage_seconds`), and a concurrency cap (a chat request
+arriving while `max_concurrent` others are in flight answers 429 with Retry-After), like a provider's
+rate limit on requests at once.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class FakeModelConfig:
     hold_after: int | None = None  # hold chat replies after this many (None: never)
     judge_prefers: str = "content"  # how pairwise judge requests are answered (judge.PREFERENCES)
     dialects: tuple[str, ...] = ()  # names in dialects.DIALECTS
+    outage_after: int | None = None  # chat requests served before the outage starts (None: no outage)
+    outage_seconds: float = 0.0
+    max_concurrent: int | None = None  # chat requests in flight above which one gets a 429
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", script.validate_faults(self.faults))
@@ -61,9 +69,12 @@ class FakeModelConfig:
         object.__setattr__(self, "dialects", dialects.validate(self.dialects))
         if self.fault_repeats < 1:
             raise ValueError("fault_repeats must be at least 1")
-        if self.hold_after is not None and self.hold_after < 0:
-            raise ValueError("hold_after must be at least 0")
-        for name in ("retry_after", "slow_seconds", "latency"):
+        for name in ("hold_after", "outage_after"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ValueError(f"{name} must be at least 0")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError("max_concurrent must be at least 1")
+        for name in ("retry_after", "slow_seconds", "latency", "outage_seconds"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a non-negative number of seconds")
 
@@ -169,6 +180,10 @@ class FakeModel:
         self._fired = FiredFaults()
         self._stats: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._chats = 0  # chat requests seen, for the outage's start
+        self._outage_until: float | None = None
+        self._in_flight = 0  # chat requests being answered (their reply delay included)
+        self._peak = 0
 
     def stats(self) -> dict[str, Any]:
         """Counts of requests, completions, faults by kind, replies by HTTP status, and held requests."""
@@ -180,7 +195,35 @@ class FakeModel:
             "faults": _with_prefix(counts, "fault:"),
             "statuses": {int(k): v for k, v in _with_prefix(counts, "status:").items()},
             "held": self.gate.waiting,
+            "in_flight": self._in_flight,
+            "peak_in_flight": self._peak,
         }
+
+    def answering(self, path: str) -> _InFlight:
+        """Count a chat request as in flight from its arrival until its reply is sent."""
+        return _InFlight(self, path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"))
+
+    def _enter(self) -> int:
+        with self._lock:
+            self._in_flight += 1
+            self._peak = max(self._peak, self._in_flight)
+            return self._in_flight
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _in_outage(self, chat: bool) -> bool:
+        """Whether the endpoint is down now; a chat request may be the one that starts the outage."""
+        config = self.config
+        if config.outage_after is None:
+            return False
+        with self._lock:
+            if chat and self._outage_until is None:
+                self._chats += 1
+                if self._chats > config.outage_after:
+                    self._outage_until = time.monotonic() + config.outage_seconds
+            return self._outage_until is not None and time.monotonic() < self._outage_until
 
     def count(self, *keys: str) -> None:
         with self._lock:
@@ -192,7 +235,10 @@ class FakeModel:
         if path.startswith(CONTROL_PREFIX):
             return self._check_key(authorization) or self._control(method, path, raw)
         self.count("requests")
-        reply = self._route(method, path, authorization, raw)
+        if self._in_outage(path.endswith("/chat/completions")):
+            reply = error_reply(503, "The server is temporarily unavailable (an outage injected by the fake model).", "server_error", None)
+        else:
+            reply = self._route(method, path, authorization, raw)
         self.count(f"status:{reply.status}")
         return reply
 
@@ -253,6 +299,10 @@ class FakeModel:
 
     def _chat(self, raw: bytes) -> Reply:
         self.gate.pass_through()
+        cap = self.config.max_concurrent
+        if cap is not None and self._in_flight > cap:
+            self.count("fault:concurrency")
+            return self._fault_reply("429", [])
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:
@@ -408,6 +458,22 @@ def request_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+class _InFlight:
+    """A context that counts one chat request in flight (other requests pass uncounted)."""
+
+    def __init__(self, app: FakeModel, chat: bool):
+        self.app = app
+        self.chat = chat
+
+    def __enter__(self) -> None:
+        if self.chat:
+            self.app._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.chat:
+            self.app._leave()
+
+
 class _Handler(BaseHTTPRequestHandler):
     """Thin HTTP adapter over ``FakeModel``; keep-alive so clients reuse connections."""
 
@@ -431,13 +497,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(invalid("Content-Length must be an integer."))
             return
         raw = self.rfile.read(length) if length > 0 else b""
-        try:
-            reply = self.server.app.handle(method, self.path, self.headers.get("Authorization"), raw)
-        except Exception as exc:  # a bug must still answer, or the client waits for its timeout
-            reply = error_reply(500, f"fake model bug: {type(exc).__name__}: {exc}", "server_error", None)
-        if reply.delay > 0:
-            time.sleep(reply.delay)
-        self._send(reply)
+        with self.server.app.answering(self.path):
+            try:
+                reply = self.server.app.handle(method, self.path, self.headers.get("Authorization"), raw)
+            except Exception as exc:  # a bug must still answer, or the client waits for its timeout
+                reply = error_reply(500, f"fake model bug: {type(exc).__name__}: {exc}", "server_error", None)
+            if reply.delay > 0:
+                time.sleep(reply.delay)
+            self._send(reply)
 
     def _send(self, reply: Reply) -> None:
         if reply.events is not None:
@@ -566,9 +633,27 @@ def start_background(
     hold_after: int | None = None,
     judge_prefers: str = "content",
     dialects: tuple[str, ...] = (),
+    outage_after: int | None = None,
+    outage_seconds: float = 0.0,
+    max_concurrent: int | None = None,
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
-    config = FakeModelConfig(model, api_key, faults or {}, seed, retry_after, slow_seconds, fault_repeats, latency, hold_after, judge_prefers, tuple(dialects))
+    config = FakeModelConfig(
+        model,
+        api_key,
+        faults or {},
+        seed,
+        retry_after,
+        slow_seconds,
+        fault_repeats,
+        latency,
+        hold_after,
+        judge_prefers,
+        tuple(dialects),
+        outage_after,
+        outage_seconds,
+        max_concurrent,
+    )
     return FakeModelServer(host, port, config).start()
 
 

@@ -41,6 +41,7 @@ class SampleRow(BaseModel):
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None  # at the run's prices (budget.prices), when it had some
     duration_s: float = 0.0
     attempt: int = 0
     files: list[str] = Field(default_factory=list)
@@ -68,6 +69,7 @@ class Group(BaseModel):
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None  # summed over the samples with a recorded cost
     judged: int = 0
     judge_points: float = 0.0  # sum of shares of judged samples
 
@@ -101,6 +103,7 @@ class Headline(BaseModel):
     wall_time_s: float
     sample_time_s: float
     cost: float | None = None
+    cost_source: str = ""  # "from the prices given" (an estimate) or "at the run's prices" (recorded per sample)
     judge_score: float | None = None  # sum of points over sum of maxima, judged samples only
     judged: int = 0
 
@@ -177,6 +180,7 @@ def _row(task_id: str, sample: str, sector: str, occupation: str, asked: list[st
             "steps": result.steps,
             "input_tokens": result.usage.input_tokens,
             "output_tokens": result.usage.output_tokens,
+            "cost": result.cost,
             "duration_s": round(result.duration_s, 3),
             "attempt": result.attempt,
             "files": result.deliverable_files,
@@ -195,6 +199,8 @@ def group(name: str, rows: Iterable[SampleRow]) -> Group:
         g.steps += row.steps
         g.input_tokens += row.input_tokens
         g.output_tokens += row.output_tokens
+        if row.cost is not None:
+            g.cost = round((g.cost or 0.0) + row.cost, 6)
         if row.judge is not None:
             g.judged += 1
             g.judge_points += row.judge
@@ -238,7 +244,8 @@ def build_report(records: RunRecords, prices: Prices | None = None) -> Report:
         failures=failures(rows),
         wall_time_s=round(max(0.0, wall), 3),
         sample_time_s=round(sum(r.duration_s for r in results), 3),
-        cost=round(prices.cost(total.input_tokens, total.output_tokens), 4) if prices else None,
+        cost=round(prices.cost(total.input_tokens, total.output_tokens), 4) if prices else total.cost,
+        cost_source="from the prices given" if prices else "at the run's prices" if total.cost is not None else "",
         judge_score=round(sum(s.score for s in judged) / maxima, 4) if maxima else None,
         judged=len(judged),
     )

@@ -89,7 +89,7 @@ def headline(report: Report) -> str:
         figure("wall time", duration(h.wall_time_s), f"samples summed {duration(h.sample_time_s)}"),
     ]
     if h.cost is not None:
-        figures.append(figure("estimated cost", f"${h.cost:,.2f}", "from the prices given"))
+        figures.append(figure("cost", f"{h.cost:,.4f}", h.cost_source))
     judge = f"{pct(h.judge_score)}" if h.judge_score is not None else "not judged"
     figures.append(figure("judge score", judge, f"{h.judged} judged; {JUDGE_LABEL}"))
     return f'<section id="headline"><h2>Headline</h2><div class="figures">{"".join(figures)}</div></section>'
@@ -115,12 +115,13 @@ def group_table(groups: list[Group]) -> str:
             str(g.missing),
             f"{g.steps / g.samples:.1f}" if g.samples else "-",
             f"{g.input_tokens:,} / {g.output_tokens:,}",
+            f"{g.cost:,.4f}" if g.cost is not None else "-",
             pct(g.judge_mean) if g.judge_mean is not None else "not judged",
         ]
         for g in groups
     ]
-    head = ["name", "samples", "ready", "completed", "failed", "missing", "mean steps", "tokens in / out", f"judge ({JUDGE_LABEL})"]
-    return table(head, rows, {1, 2, 3, 4, 5, 6, 7, 8})
+    head = ["name", "samples", "ready", "completed", "failed", "missing", "mean steps", "tokens in / out", "cost", f"judge ({JUDGE_LABEL})"]
+    return table(head, rows, {1, 2, 3, 4, 5, 6, 7, 8, 9})
 
 
 def groups_section(anchor: str, title: str, groups: list[Group]) -> str:

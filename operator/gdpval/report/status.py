@@ -23,6 +23,7 @@ class SectorProgress(BaseModel):
     total: int = 0
     done: int = 0
     failed: int = 0
+    cost: float | None = None  # of the committed results, at the run's prices
 
 
 class Failure(BaseModel):
@@ -44,6 +45,7 @@ class RunStatus(BaseModel):
     running: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None  # of the committed results, at the run's prices (budget.prices)
     eta_s: float | None = None
     pace_s: float | None = None  # seconds of run time per finished sample, from the folder's results
     sectors: list[SectorProgress] = Field(default_factory=list)
@@ -57,15 +59,20 @@ class RunStatus(BaseModel):
 
     def lines(self) -> list[str]:
         head = f"{self.run} ({self.source})" + (f": {self.state}" if self.state else "")
-        out = [head, figures(self.done, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_s)]
+        live = figures(self.done, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_s)
+        out = [head, live + (f"  cost {self.cost:,.4f}" if self.cost is not None else "")]
         width = max((len(s.name) for s in self.sectors), default=0)
-        out += [f"  {s.name:<{width}}  {s.done}/{s.total} done, {s.failed} failed" for s in self.sectors]
+        out += [f"  {s.name:<{width}}  {s.done}/{s.total} done, {s.failed} failed" + _cost(s.cost) for s in self.sectors]
         if self.failures:
             out.append("latest failures:")
             out += [f"  {f.sample_id} ({f.sector}): {f.reason}: {' '.join(f.error.split())[:200]}" for f in self.failures]
         if self.grading_ready is not None:
             out.append(f"grading-ready (gdpval check): {self.grading_ready:.0%}")
         return out + self.notes
+
+
+def _cost(cost: float | None) -> str:
+    return f", cost {cost:,.4f}" if cost is not None else ""
 
 
 def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
@@ -85,6 +92,9 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
         status.done += 1
         status.input_tokens += result.usage.input_tokens
         status.output_tokens += result.usage.output_tokens
+        if result.cost is not None:
+            status.cost = (status.cost or 0.0) + result.cost
+            progress.cost = (progress.cost or 0.0) + result.cost
         if result.completed:
             status.succeeded += 1
         else:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import openai
 
+from gdpval.agent.governor import Meter
 from gdpval.agent.loop import AgentLoop, Clock, LoopOutcome, ToolBackend
 from gdpval.agent.prompt import compose
 from gdpval.agent.transcript import Transcript
@@ -24,6 +25,10 @@ from gdpval.storage import Storage, layout
 
 class AttemptCancelled(Exception):
     """The run is stopping: the attempt must not be committed, so a resume redoes it."""
+
+
+class AttemptRedo(AttemptCancelled):
+    """The attempt ended by an endpoint outage: not committed, it runs again under the same number."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,11 @@ def run_attempt(
     clock: Clock | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     warnings: list[str] | None = None,
+    meter: Meter | None = None,
+    redo: Callable[[SampleResult], bool] = lambda result: False,
 ) -> SampleResult:
-    """Run the loop, upload what the model made, and commit the result last."""
+    """Run the loop, upload what the model made, and commit the result last; `meter` counts the
+    attempt's spend (the client's calls go through it), `redo` says a result is the outage's, not the model's."""
     clock = clock or Clock()
     started = time.time()
     settings = attempt.record.settings
@@ -76,6 +84,12 @@ def run_attempt(
         raise AttemptCancelled(attempt.sample_id)
     result = _result(attempt, outcome, started)
     result.warnings = list(warnings or [])
+    if meter is not None:
+        priced = settings.budget.prices.known
+        result.usage.cached_input_tokens = meter.spend.usage.cached_input_tokens
+        result.cost = round(meter.spend.cost, 6) if priced else None
+    if redo(result):
+        raise AttemptRedo(attempt.sample_id)
     commit(attempt, storage, result, host_workspace, transcript_path)
     return result
 

@@ -19,20 +19,27 @@ from pathlib import Path
 
 import openai
 
+from gdpval.agent.budget import Spend
+from gdpval.agent.client import connection_pool, governed
+from gdpval.agent.governor import Governor, Meter
 from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord
-from gdpval.runner.attempt import Attempt, AttemptCancelled, SandboxView, commit, failed_result, missing_references, run_attempt
+from gdpval.runner.attempt import Attempt, AttemptCancelled, AttemptRedo, SandboxView, commit, failed_result, missing_references, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
+from gdpval.settings import PriceSettings
 from gdpval.storage import Storage, layout
 from gdpval.storage.progress import progress_from_keys
 
 log = logging.getLogger(__name__)
+READERS = 16  # result.json files read at once on resume (round trips on S3)
+# How a sample ends when its endpoint is down: if the breaker opened meanwhile, the outage ended it.
+OUTAGE_KINDS = frozenset({ErrorKind.connection, ErrorKind.server_error, ErrorKind.timeout, ErrorKind.deadline})
 
 
 @dataclass
@@ -71,21 +78,44 @@ def runtime_notes(stored: RunRecord, system: Runtime, scripted: str) -> list[str
 
 
 def pending(entries: list[ManifestEntry], keys: list[str], retry_failed: bool, storage: Storage, run: str) -> list[tuple[ManifestEntry, int]]:
-    """(entry, attempt number) for every sample still to run."""
+    """(entry, attempt number) for every sample still to run: never committed, cut short by the run's
+    budget (it goes on once the limit allows), or failed with `retry_failed`."""
     progress = progress_from_keys(keys)
+    last = committed_results(storage, run, {sample: state.last_committed for sample, state in progress.items() if state.last_committed is not None})
     todo = []
     for entry in entries:
-        state = progress.get(entry.sample.sample_id)
-        if state and state.last_committed is not None:
-            if not retry_failed or _succeeded(storage, run, entry.sample.sample_id, state.last_committed):
+        sample = entry.sample.sample_id
+        state = progress.get(sample)
+        result = last.get(sample, {}).get(state.last_committed) if state and state.last_committed is not None else None
+        if result is not None and result.error_kind != ErrorKind.budget:
+            if not retry_failed or result.status == SampleStatus.succeeded:
                 continue
         todo.append((entry, state.next_attempt if state else 1))
     return todo
 
 
-def _succeeded(storage: Storage, run: str, sample: str, attempt: int) -> bool:
-    result = SampleResult.model_validate_json(storage.get_text(layout.result(run, sample, attempt)))
-    return result.status == SampleStatus.succeeded
+def committed_results(storage: Storage, run: str, attempts: dict[str, int | set[int]]) -> dict[str, dict[int, SampleResult]]:
+    """The committed result.json of the given attempts (a number or a set per sample), read concurrently."""
+    wanted = [(sample, n) for sample, numbers in attempts.items() for n in ({numbers} if isinstance(numbers, int) else numbers)]
+
+    def read(item: tuple[str, int]) -> SampleResult:
+        return SampleResult.model_validate_json(storage.get_text(layout.result(run, *item)))
+
+    out: dict[str, dict[int, SampleResult]] = {}
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for (sample, n), result in zip(wanted, pool.map(read, wanted), strict=True):
+            out.setdefault(sample, {})[n] = result
+    return out
+
+
+def run_spend(storage: Storage, run: str, prices: PriceSettings) -> Spend:
+    """What every committed attempt of the run spent (an attempt cut by a crash was never recorded)."""
+    progress = progress_from_keys(storage.list(layout.samples(run)))
+    spent = Spend()
+    for results in committed_results(storage, run, {s: p.committed for s, p in progress.items() if p.committed}).values():
+        for result in results.values():
+            spent.add(result.usage, prices, result.cost)
+    return spent
 
 
 class LocalRunner:
@@ -111,6 +141,11 @@ class LocalRunner:
             for line in check_limits(self.limits):
                 print(line, file=sys.stderr, flush=True)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"gdpval-{record.run_name}-", dir=options.workdir))
+        settings = record.settings
+        spent = run_spend(storage, record.run_name, settings.budget.prices)
+        self.governor = Governor(options.concurrency, settings.budget, spent, notice=_tell)
+        self.pool = connection_pool(client, options.concurrency)
+        self.not_started: list[str] = []  # samples the run budget kept from starting
 
     def run(self, todo: list[tuple[ManifestEntry, int]]) -> list[SampleResult]:
         """Run every pending sample; on Ctrl-C stop the sandboxes and leave unfinished work uncommitted."""
@@ -119,6 +154,7 @@ class LocalRunner:
             futures = [pool.submit(self._one, entry, number) for entry, number in todo]
             results = [r for f in futures if (r := _result(f)) is not None]
             pool.shutdown()
+            self._tell_budget(results)
             return results
         except BaseException:
             self.stopping.set()
@@ -130,23 +166,44 @@ class LocalRunner:
                     log.exception("could not stop a sandbox")
             raise
         finally:
+            self.pool.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def _tell_budget(self, results: list[SampleResult]) -> None:
+        """The closing line of a run its budget stopped: what was spent, what is left to do."""
+        reason = self.governor.exhausted()
+        cut = sum(1 for r in results if r.error_kind == ErrorKind.budget)
+        if reason is None or not (cut or self.not_started):
+            return
+        spent = self.governor.total().describe(self.record.settings.budget.prices)
+        _tell(
+            f"run budget: {spent} spent; {cut} sample(s) ended with reason budget and {len(self.not_started)} did not start: "
+            "run the same command with a higher limit to go on"
+        )
+
     def _one(self, entry: ManifestEntry, number: int) -> SampleResult | None:
-        if self.stopping.is_set():
-            return None
-        attempt = Attempt(self.record, entry, number)
-        self.on_event("start", entry, None)
-        try:
-            result = self._attempt(attempt)
-        except AttemptCancelled:
-            return None
-        except Exception as exc:  # an infrastructure fault: leave it uncommitted so a re-run redoes it
-            log.exception("sample %s attempt %d crashed", entry.sample.sample_id, number)
-            self.on_event("crash", entry, failed_result(attempt, ErrorKind.internal, str(exc)))
-            return None
-        self.on_event("done", entry, result)
-        return result
+        while True:
+            self.governor.wait_available(self.stopping.is_set)
+            if self.stopping.is_set():
+                return None
+            if self.governor.exhausted():
+                self.not_started.append(entry.sample.sample_id)
+                return None
+            attempt = Attempt(self.record, entry, number)
+            self.on_event("start", entry, None)
+            try:
+                result = self._attempt(attempt)
+            except AttemptRedo:  # the outage's doing: the same attempt again once the endpoint answers
+                self.on_event("redo", entry, None)
+                continue
+            except AttemptCancelled:
+                return None
+            except Exception as exc:  # an infrastructure fault: leave it uncommitted so a re-run redoes it
+                log.exception("sample %s attempt %d crashed", entry.sample.sample_id, number)
+                self.on_event("crash", entry, failed_result(attempt, ErrorKind.internal, str(exc)))
+                return None
+            self.on_event("done", entry, result)
+            return result
 
     def _attempt(self, attempt: Attempt) -> SampleResult:
         references, missing = self._fetch_references(attempt)
@@ -160,6 +217,7 @@ class LocalRunner:
         try:
             network = self.record.settings.sandbox.network
             options = self.options
+            meter, openings = Meter(), self.governor.openings()
             with LocalSandbox(workspace, references, network=network, isolation=options.isolation, limits=self.limits, system=options.runtime) as box:
                 self.active.add(box)
                 try:
@@ -168,13 +226,15 @@ class LocalRunner:
                     return run_attempt(
                         attempt,
                         self.storage,
-                        self.client,
+                        governed(self.client, self.pool, self.governor, meter),
                         tools,
                         view,
                         workspace,
                         scratch,
                         cancelled=self.stopping.is_set,
                         warnings=warnings,
+                        meter=meter,
+                        redo=lambda result: result.error_kind in OUTAGE_KINDS and self.governor.openings() != openings,
                     )
                 finally:
                     self.active.discard(box)
@@ -190,6 +250,11 @@ class LocalRunner:
             except MissingReference:
                 missing.append(ref.path)
         return found, missing
+
+
+def _tell(line: str) -> None:
+    """A line for the person running the run (a live progress display keeps it above itself)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _result(future: Future) -> SampleResult | None:

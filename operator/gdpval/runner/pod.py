@@ -81,7 +81,8 @@ def _fetch(storage: Storage, key: str, target: Path) -> Path:
 def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
     with _unimportable(OPTIONAL_UNUSED):
-        from gdpval.agent.client import make_client
+        from gdpval.agent.client import connection_pool, governed, make_client
+        from gdpval.agent.governor import Governor, Meter
         from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
     from gdpval.sandbox.client import SandboxClient
@@ -97,9 +98,14 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     tools.wait_ready(SANDBOX_READY_TIMEOUT_S)
     refs = [f"{contract.REFERENCES}/{ref.path.removeprefix('reference_files/')}" for ref in attempt.entry.references if ref.key]
     view = SandboxView(contract.WORKSPACE, contract.REFERENCES, refs)
-    client = make_client(attempt.record.settings.model.base_url)
+    settings = attempt.record.settings
+    client = make_client(settings.model.base_url)
+    # The pod sees only its own spend: the run's limits are the controller's to keep, the sample's are here.
+    governor = Governor(1, settings.budget.model_copy(update={"run_tokens": None, "run_cost": None}))
+    meter = Meter()
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
-        return run_attempt(attempt, storage, client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings)
+        sample_client = governed(client, connection_pool(client, 1), governor, meter)
+        return run_attempt(attempt, storage, sample_client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings, meter=meter)
 
 
 class _Refuse(MetaPathFinder):

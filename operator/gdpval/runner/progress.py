@@ -45,6 +45,8 @@ class Tally(sample.Tally):
 
     skipped: int = 0
     crashed: int = 0
+    redone: int = 0  # attempts an endpoint outage ended, run again under the same number
+    cost: float | None = None  # with prices (budget.prices): the money spent in this invocation
     started: float = Field(default_factory=time.monotonic)
 
     @property
@@ -62,7 +64,8 @@ class Tally(sample.Tally):
     def line(self) -> str:
         live = figures(self.finished, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_seconds())
         crashed = f"  crashed {self.crashed}" if self.crashed else ""
-        return f"{live}{crashed}  elapsed {time.monotonic() - self.started:.0f}s"
+        cost = f"  cost {self.cost:,.4f}" if self.cost is not None else ""
+        return f"{live}{cost}{crashed}  elapsed {time.monotonic() - self.started:.0f}s"
 
 
 class Progress:
@@ -101,12 +104,15 @@ class Progress:
             t.running += 1
             return
         t.running -= 1
-        if kind == "crash":
-            t.crashed += 1
+        if kind in ("crash", "redo"):
+            t.crashed += kind == "crash"
+            t.redone += kind == "redo"
             return
         assert result is not None
         t.input_tokens += result.usage.input_tokens
         t.output_tokens += result.usage.output_tokens
+        if result.cost is not None:
+            t.cost = (t.cost or 0.0) + result.cost
         if result.completed:
             t.succeeded += 1
         else:
@@ -114,6 +120,8 @@ class Progress:
 
     @staticmethod
     def _describe(kind: str, result: SampleResult | None) -> str:
+        if kind == "redo":
+            return "ended by the endpoint outage; runs again under the same attempt number"
         if kind == "crash" or result is None:
             return f"crashed ({result.error if result else 'unknown'}); will run again on resume"
         if result.status == SampleStatus.succeeded:

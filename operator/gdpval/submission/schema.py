@@ -35,6 +35,8 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("steps", pa.int64(), nullable=False),
         pa.field("input_tokens", pa.int64(), nullable=False),
         pa.field("output_tokens", pa.int64(), nullable=False),
+        pa.field("cached_input_tokens", pa.int64(), nullable=False),
+        pa.field("cost", pa.float64()),  # null: the run had no prices (budget.prices)
         pa.field("duration_s", pa.float64(), nullable=False),
         pa.field("api_errors", pa.int64(), nullable=False),
         pa.field("finish_reason", pa.string()),  # of the last model reply; null: no reply
@@ -103,6 +105,8 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
             "steps": 0,
             "input_tokens": 0,
             "output_tokens": 0,
+            "cached_input_tokens": 0,
+            "cost": None,
             "duration_s": 0.0,
             "api_errors": 0,
             "finish_reason": None,
@@ -124,6 +128,8 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
         "steps": result.steps,
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
+        "cached_input_tokens": result.usage.cached_input_tokens,
+        "cost": result.cost,
         "duration_s": result.duration_s,
         "api_errors": result.api_errors,
         "finish_reason": result.finish_reason,

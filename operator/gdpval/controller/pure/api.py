@@ -313,6 +313,9 @@ class Condition(SettingsModel):
 class Tokens(SettingsModel):
     input: int = 0
     output: int = 0
+    cost: float | None = Field(
+        default=None, description="Money the ended attempts spent at spec.budget.prices (cached input priced as input, an upper bound); empty without prices."
+    )
 
 
 class JudgeEstimate(SettingsModel):

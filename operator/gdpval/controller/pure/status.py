@@ -11,7 +11,7 @@ import hashlib
 import json
 
 from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
-from gdpval.controller.pure.decide import held
+from gdpval.controller.pure.decide import held, spent
 from gdpval.controller.pure.observe import iso
 from gdpval.controller.pure.policy import suspended_since
 from gdpval.controller.types import TERMINAL_STATES, Note, Observed, Plan
@@ -108,6 +108,7 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
             plan.message if plan.state in TERMINAL_STATES else "",
         ),
         _suspended(obs, plan),
+        _cond("BudgetExhausted", bool(plan.budget), "RunBudgetSpent" if plan.budget else "WithinBudget", plan.budget),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
         _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]
@@ -133,7 +134,8 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
     t = plan.tally
     keep_counts = terminal and prev.state in TERMINAL_STATES
     counts = prev.samples if keep_counts else t.counts()
-    tokens = prev.tokens if keep_counts else Tokens(input=t.input_tokens, output=t.output_tokens)
+    cost = spent(obs.spec, t).cost if obs.spec.budget.prices.known else None
+    tokens = prev.tokens if keep_counts else Tokens(input=t.input_tokens, output=t.output_tokens, cost=None if cost is None else round(cost, 6))
     submission = obs.submission if plan.state == "Succeeded" else None
     conds = merge_conditions(prev.conditions, conditions(obs, plan, refused), obs.now, obs.generation)
     return GdpvalRunStatus(

@@ -24,12 +24,12 @@ after the previous one is recorded as ended, and never after a success.
 from __future__ import annotations
 
 from gdpval.controller.pure.decide.lifecycle import assemble, cleanup_jobs, prepare, settled, stop
-from gdpval.controller.pure.decide.samples import needed_probes, run_samples, tally
+from gdpval.controller.pure.decide.samples import needed_probes, run_samples, spent, tally
 from gdpval.controller.pure.decide.suspend import held, suspend_jobs, suspended_now, workload_step
 from gdpval.controller.pure.policy import deadline_at
 from gdpval.controller.types import TERMINAL_STATES, Observed, Plan, Verdict
 
-__all__ = ["decide", "held", "needed_probes", "tally"]
+__all__ = ["decide", "held", "needed_probes", "spent", "tally"]
 
 
 def decide(obs: Observed) -> Plan:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from gdpval.agent.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
@@ -26,6 +27,8 @@ from gdpval.controller.pure.policy import (
     retry_at,
 )
 from gdpval.controller.types import Note, Observed, Plan, Tally, Verdict
+from gdpval.sample import Tally as RunTally
+from gdpval.sample import Usage
 
 
 def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: bool) -> Verdict | None:
@@ -43,13 +46,16 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
     if not (t.pending or t.running):
         plan.tally = t
         return None
-    if can_start and not stopped:
+    plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
+    if can_start and not stopped and not plan.budget:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
     message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
     if stopped:
         return queued(obs, Verdict("Suspended", "Suspended", message))
+    if plan.budget:
+        return queued(obs, Verdict("Running", "BudgetExhausted", f"{message}; no new pods: {plan.budget}; raise spec.budget to go on"))
     return queued(obs, Verdict("Running", "PodsNotStarting" if plan.waiting else "SamplesRunning", message))
 
 
@@ -271,6 +277,13 @@ def tally(spec: GdpvalRunSpec, samples: tuple[str, ...], ledger: Ledger, sectors
         into = t.count_sector(sector)
         into.total, into.succeeded, into.failed = into.total + seen.total(), into.succeeded + seen["succeeded"], into.failed + seen["failed"]
     return t
+
+
+def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
+    """The run's spend from the ledger's token counts (which know no cached tokens: all at the input price)."""
+    spend = Spend()
+    spend.add(Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens), spec.budget.prices)
+    return spend
 
 
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
