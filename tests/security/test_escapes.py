@@ -4,6 +4,7 @@ a transcript, the results or the submission."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import secrets
 from pathlib import Path
@@ -42,6 +43,20 @@ for pid in server:
             print('GOT', fd, os.readlink(f'/proc/self/fd/{got}'))
     print('getfd_errno', os.strerror(ctypes.get_errno()))
     print('ptrace', libc.ptrace(16, int(pid), 0, 0), os.strerror(ctypes.get_errno()))
+"""
+
+VSOCK_AND_IO_URING = """import ctypes, os, socket
+for name, make in (("vsock", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)), ("vsockpair", lambda: socket.socketpair(socket.AF_VSOCK))):
+    try:
+        make()
+        print(name, "opened")
+    except OSError as exc:
+        print(name, exc.errno)
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+ring = libc.syscall(425, 4, params)
+print("io_uring_setup", ring, ctypes.get_errno())
+print("io_uring_enter", libc.syscall(426, max(ring, 0), 0, 0, 0, None, 0), ctypes.get_errno())
 """
 
 ENVIRON = "env; cat /proc/1/environ; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null; cat /proc/$PPID/environ; echo done"
@@ -108,6 +123,16 @@ def test_pidfd_getfd_and_ptrace_on_the_tool_server(run_script, uid: int) -> None
     (out,) = run.tool_results()
     assert "servers ['" in out and "GOT" not in out, out
     assert "getfd_errno Operation not permitted" in out and "ptrace -1 Operation not permitted" in out, out
+    assert_no_credentials(run)
+
+
+@USERS
+def test_vsock_and_io_uring_are_refused_with_the_network_off(run_script, uid: int) -> None:
+    """AF_VSOCK reaches the hypervisor whatever the network namespace; io_uring is a syscall path seccomp cannot see into."""
+    run = run_script([{"python_exec": VSOCK_AND_IO_URING}], uid)
+    (out,) = run.tool_results()
+    assert f"vsock {errno.EAFNOSUPPORT}" in out and f"vsockpair {errno.EAFNOSUPPORT}" in out, out
+    assert f"io_uring_setup -1 {errno.EPERM}" in out and f"io_uring_enter -1 {errno.EPERM}" in out, out
     assert_no_credentials(run)
 
 
