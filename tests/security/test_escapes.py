@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import secrets
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,22 @@ params = ctypes.create_string_buffer(120)
 ring = libc.syscall(425, 4, params)
 print("io_uring_setup", ring, ctypes.get_errno())
 print("io_uring_enter", libc.syscall(426, max(ring, 0), 0, 0, 0, None, 0), ctypes.get_errno())
+"""
+
+HOST_NETWORK = """import socket
+def attempt(name, family, kind, address):
+    try:
+        with socket.socket(family, kind) as sock:
+            sock.settimeout(3)
+            sock.connect(address)
+        print(name, "connected")
+    except OSError as exc:
+        print(name, exc.errno)
+attempt("loopback", socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", {port}))
+attempt("abstract", socket.AF_UNIX, socket.SOCK_STREAM, "\\0{abstract}")
+attempt("metadata", socket.AF_INET, socket.SOCK_DGRAM, ("169.254.169.254", 80))
+gateway = [line.split()[2] for line in open("/proc/net/route").read().splitlines()[1:] if line.split()[1] == "00000000"]
+attempt("gateway", socket.AF_INET, socket.SOCK_STREAM, (socket.inet_ntoa(bytes.fromhex(gateway[0])[::-1]), {port}))
 """
 
 ENVIRON = "env; cat /proc/1/environ; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null; cat /proc/$PPID/environ; echo done"
@@ -133,6 +151,31 @@ def test_vsock_and_io_uring_are_refused_with_the_network_off(run_script, uid: in
     (out,) = run.tool_results()
     assert f"vsock {errno.EAFNOSUPPORT}" in out and f"vsockpair {errno.EAFNOSUPPORT}" in out, out
     assert f"io_uring_setup -1 {errno.EPERM}" in out and f"io_uring_enter -1 {errno.EPERM}" in out, out
+    assert_no_credentials(run)
+
+
+@pytest.fixture
+def host_services() -> Iterator[tuple[int, str]]:
+    """A TCP service on the host's 127.0.0.1 and an abstract unix socket in its network namespace."""
+    abstract = f"gdpval-sec-{secrets.token_hex(4)}"
+    with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix:
+        tcp.bind(("127.0.0.1", 0))
+        unix.bind("\0" + abstract)
+        tcp.listen(8)
+        unix.listen(8)
+        yield tcp.getsockname()[1], abstract
+
+
+@USERS
+def test_network_on_keeps_the_hosts_loopback_and_link_local_out(run_script, host_services: tuple[int, str], uid: int) -> None:
+    """With --network the sandbox has a namespace of its own: its 127.0.0.1 is its own, the host's abstract sockets and the
+    gateway-to-host mapping are gone, and link-local (cloud metadata) has no route; UDP connect sends nothing."""
+    port, abstract = host_services
+    run = run_script([{"python_exec": HOST_NETWORK.format(port=port, abstract=abstract)}], uid, "--network")
+    assert run.returncode == 0, run.stderr
+    (out,) = run.tool_results()
+    assert f"loopback {errno.ECONNREFUSED}" in out and f"abstract {errno.ECONNREFUSED}" in out, out
+    assert f"metadata {errno.EHOSTUNREACH}" in out and "gateway connected" not in out, out
     assert_no_credentials(run)
 
 

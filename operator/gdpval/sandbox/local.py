@@ -20,6 +20,13 @@ not read are copied readable, and the sources bubblewrap binds are reached throu
 _spawn_in_view), since that uid cannot walk root's private folders. A non-root runner's sandboxes
 run as its own uid.
 
+With the network on, the sandbox still has its own network namespace: pasta (Debian package passt)
+creates it, gives it a copy of the host's IPv4 address and routes, and carries its connections out
+through sockets of its own on the host, as user-mode NAT. Nothing of the host's network namespace is
+in reach: its 127.0.0.1 and abstract unix sockets stay the host's (pasta's mapping of the gateway to
+the host's loopback and its port forwards are off), and link-local addresses (cloud metadata
+services) are unreachable. IPv6 is not offered: its link-local and metadata ranges would need more.
+
 bubblewrap's --die-with-parent fires when the *thread* that forked it exits, so every server is
 forked by one spawner thread that lives as long as the process: sandboxes can be started from
 short-lived threads and still die with the runner.
@@ -78,6 +85,9 @@ log = logging.getLogger(__name__)
 BWRAP = "/usr/bin/bwrap"
 TOOLSERVER = Path(__file__).with_name("toolserver.py")
 SETPRIV = "/usr/bin/setpriv"
+PASTA = "/usr/bin/pasta"
+IP = "/usr/sbin/ip"
+CLOSED_RANGES = ("169.254.0.0/16",)  # link-local: cloud metadata services; the host's loopback is never routed to
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
@@ -140,6 +150,33 @@ def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None
         args.append("--unshare-net")
     size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
     return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+
+
+def _networked(argv: list[str]) -> list[str]:
+    """`argv` in a network namespace of its own behind pasta's user-mode NAT (IPv4 only), with the
+    link-local range unreachable: pasta's user namespace lets the route be set before `argv` runs."""
+    pasta = [PASTA, "--config-net", "--foreground", "--quiet", "--ipv4-only", "--no-map-gw"]
+    pasta += ["--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none"]
+    routes = " && ".join(f"{IP} route add unreachable {cidr}" for cidr in CLOSED_RANGES)
+    return [*pasta, "--", "/bin/sh", "-c", f'{routes} && exec "$@"', "sh", *argv]
+
+
+@functools.cache
+def network_status() -> tuple[bool, str]:
+    """Whether a sandbox can have the network in a namespace of its own here (a trial runs `true`), and why not."""
+    for path, package in ((PASTA, "passt"), (IP, "iproute2")):
+        if not os.access(path, os.X_OK):
+            return False, f"{path} not found (Debian package: {package})"
+    argv = _dropping(_networked(["/usr/bin/true"]), sandbox_owner())
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"trial pasta namespace failed: {exc}"
+    if proc.returncode != 0:
+        said = " ".join(line for line in proc.stderr.splitlines() if "syslog" not in line).strip()
+        hint = " (/dev/net/tun must be usable by every user, mode 0666 as Debian's udev sets it)" if "tun" in said else ""
+        return False, f"trial pasta namespace failed: {said or proc.returncode}{hint}"
+    return True, "pasta works"
 
 
 def _pipe_holding(data: bytes) -> int:
@@ -295,6 +332,8 @@ class LocalSandbox:
         self.references = _checked_references(references)
         self.network = network
         self.isolated, self._isolation_note = self._choose_isolation(isolation)
+        if self.isolated and network and not (status := network_status())[0]:
+            raise SandboxUnavailable(f"the network was asked for, but not in a namespace of the sandbox's own: {status[1]}")
         self.python = self._choose_python(python)
         self.token = secrets.token_urlsafe(32)
         self._id = secrets.token_hex(12)
@@ -418,9 +457,13 @@ class LocalSandbox:
             args += ["--ro-bind", self._source(host, f"ref-{index}"), f"/{dataset_path}"]
         args += ["--ro-bind", self._source(TOOLSERVER, "toolserver.py"), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
+        if self.harden:
+            argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
+        if self.network:
+            argv = _networked(argv)
         if not self.harden:
             return argv
-        argv = _dropping([*argv, "--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)], self.owner)
+        argv = _dropping(argv, self.owner)
         if self._cgroup is None:
             return argv
         joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
