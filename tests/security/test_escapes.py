@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import gdpval
 from support.attacks import CANARIES, NOBODY, REFERENCE
 
 USERS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nonroot"])
@@ -176,6 +177,20 @@ def test_network_on_keeps_the_hosts_loopback_and_link_local_out(run_script, host
     (out,) = run.tool_results()
     assert f"loopback {errno.ECONNREFUSED}" in out and f"abstract {errno.ECONNREFUSED}" in out, out
     assert f"metadata {errno.EHOSTUNREACH}" in out and "gateway connected" not in out, out
+    assert_no_credentials(run)
+
+
+@USERS
+def test_mountinfo_names_no_host_path_of_ours(run_script, attack_dataset: Path, uid: int) -> None:
+    """The mount roots the sandbox sees are its own folders: not the checkout (the tool server), the dataset folder (the
+    references), the runner's home or caches."""
+    run = run_script([{"bash": "cat /proc/self/mountinfo"}], uid)
+    (out,) = run.tool_results()
+    assert "/opt/gdpval/toolserver.py" in out and "/reference_files/" in out, out
+    checkout = Path(gdpval.__file__).resolve().parents[2]
+    for host in (checkout, attack_dataset, run.output.parent / "home", Path.home()):
+        assert str(host) not in out, (host, out)
+    assert "/.cache/" not in out, out
     assert_no_credentials(run)
 
 

@@ -15,10 +15,10 @@ As root, bubblewrap's user namespace would map the sandbox's uid to host root: a
 are dropped, but plain file permissions would let a command read root-only files such as
 /etc/shadow. So a root runner's sandboxes run as an unprivileged host uid and gid instead
 (GDPVAL_SANDBOX_UID, `uid` or `uid:gid`, default 65533): the sample's cgroup is joined as root, then
-setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, references they could
-not read are copied readable, and the sources bubblewrap binds are reached through a view (see
-_spawn_in_view), since that uid cannot walk root's private folders. A non-root runner's sandboxes
-run as its own uid.
+setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, and the folders bubblewrap
+binds are reached through a view (see _spawn_in_view), since that uid cannot walk root's private
+folders. A non-root runner's sandboxes run as its own uid. Files (references, the tool server) are
+copied in from descriptors this process opened, not bound: see LocalSandbox._staged.
 
 With the network on, the sandbox still has its own network namespace: pasta (Debian package passt)
 creates it, gives it a copy of the host's IPv4 address and routes, and carries its connections out
@@ -43,7 +43,6 @@ import shlex
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -96,6 +95,7 @@ SANDBOX_UID = 1000  # who commands run as inside; on the host, the runner's uid,
 OWNER_ENV = "GDPVAL_SANDBOX_UID"
 DEFAULT_OWNER = 65533  # Debian reserves 65000-65533 and systemd allocates none of 65520-65533: no account has it
 VIEW_PREFIX = "gdpval-view-"
+STAGED_FD = "staged-"  # descriptors of the files bubblewrap copies in (see LocalSandbox._staged)
 VIEW_BASE = "/tmp"  # not TMPDIR: the view's own path must be walkable by the dropped uid
 
 
@@ -117,15 +117,6 @@ def sandbox_owner() -> tuple[int, int] | None:
     if os.geteuid() != 0:
         return None
     return parse_owner(os.environ.get(OWNER_ENV) or str(DEFAULT_OWNER))
-
-
-def readable_by(st: os.stat_result, uid: int, gid: int) -> bool:
-    """Whether a file of this status is readable by uid:gid (no capabilities, no supplementary groups)."""
-    if st.st_uid == uid:
-        return bool(st.st_mode & stat.S_IRUSR)
-    if st.st_gid == gid:
-        return bool(st.st_mode & stat.S_IRGRP)
-    return bool(st.st_mode & stat.S_IROTH)
 
 
 def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
@@ -453,9 +444,9 @@ class LocalSandbox:
             "--dir",
             contract.REFERENCES,
         ]
-        for index, (dataset_path, host) in enumerate(sorted(self.references.items())):
-            args += ["--ro-bind", self._source(host, f"ref-{index}"), f"/{dataset_path}"]
-        args += ["--ro-bind", self._source(TOOLSERVER, "toolserver.py"), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
+        for index, place in enumerate(self._staged()):
+            args += ["--perms", "0444", "--ro-bind-data", str(fds[f"{STAGED_FD}{index}"]), place]
+        args += ["--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
         if self.harden:
             argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
@@ -469,32 +460,28 @@ class LocalSandbox:
         joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh", *argv]
 
+    def _staged(self) -> dict[str, Path]:
+        """The files bubblewrap copies into the sandbox (its place there: the host file), not binds: a bind's
+        mount root in /proc/self/mountinfo is its host path (the dataset folder, this package's), a copy's
+        is bubblewrap's own tmpfs. They are read through descriptors this process opened, so a root
+        runner's dropped uid reads references it could not open itself. A pod's stage copies them too."""
+        return {**{f"/{dataset_path}": host for dataset_path, host in sorted(self.references.items())}, contract.TOOLSERVER: TOOLSERVER}
+
     def _prepare_view(self, uid: int, gid: int) -> None:
-        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each source bubblewrap binds
+        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each folder bubblewrap binds
         gets an empty place in a view folder that uid can walk, on which _spawn_in_view binds it (that uid
-        cannot walk root's private folders, such as a 0700 TMPDIR or /root). A reference the uid could not
-        read is copied there instead, readable by that uid alone (the model is meant to read it)."""
+        cannot walk root's private folders, such as a 0700 TMPDIR or /root)."""
         os.chown(self.workspace, uid, gid)
         _remove_orphan_views()
         self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
         (self._view / OWNER_FILE).write_text(str(os.getpid()))
         self._view.chmod(0o711)
-        sources = {"workspace": self.workspace, "toolserver.py": TOOLSERVER}
+        sources = {"workspace": self.workspace}
         if self.system.root is not None:
             sources["root"] = self.system.root
-        sources.update((f"ref-{index}", host) for index, (_, host) in enumerate(sorted(self.references.items())))
         for name, host in sources.items():
-            place = self._view_path(name)
-            if host.is_dir():
-                place.mkdir()
-            elif readable_by(host.stat(), uid, gid):
-                place.touch()
-            else:
-                shutil.copyfile(host, place)
-                os.chown(place, uid, gid)
-                place.chmod(0o400)
-                continue
-            self._binds.append((str(host), str(place)))
+            self._view_path(name).mkdir()
+            self._binds.append((str(host), str(self._view_path(name))))
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
@@ -564,6 +551,8 @@ class LocalSandbox:
             os.fchown(fds["token"], *self.owner)  # the server opens it by its /proc path, which checks the pipe's owner
         if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
+        if self.isolated:
+            fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(self._staged().values()))
         try:
             listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)
