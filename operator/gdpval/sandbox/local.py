@@ -34,6 +34,7 @@ short-lived threads and still die with the runner.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -160,11 +161,19 @@ def network_status() -> tuple[bool, str]:
             return False, f"{path} not found (Debian package: {package})"
     argv = _dropping(_networked(["/usr/bin/true"]), sandbox_owner())
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = subprocess.Popen(
+            argv, env={"PATH": CLEAN_PATH}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+    except OSError as exc:
         return False, f"trial pasta namespace failed: {exc}"
-    if proc.returncode != 0:
-        said = " ".join(line for line in proc.stderr.splitlines() if "syslog" not in line).strip()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+    _signal_group(proc.pid, signal.SIGKILL)  # a pasta that failed leaves a forked helper behind, holding stderr
+    assert proc.stderr is not None
+    with proc.stderr:
+        stderr = proc.stderr.read().decode(errors="replace")
+    if proc.wait() != 0:
+        said = " ".join(line for line in stderr.splitlines() if "syslog" not in line).strip()
         hint = " (/dev/net/tun must be usable by every user, mode 0666 as Debian's udev sets it)" if "tun" in said else ""
         return False, f"trial pasta namespace failed: {said or proc.returncode}{hint}"
     return True, "pasta works"
