@@ -332,6 +332,8 @@ class LocalSandbox:
         self.references = _checked_references(references)
         self.network = network
         self.isolated, self._isolation_note = self._choose_isolation(isolation)
+        if self.isolated and network and not harden and os.geteuid() == 0:
+            raise ValueError("harden=False with the network runs pasta as root, which it refuses: measure the network hardened")
         if self.isolated and network and not (status := network_status())[0]:
             raise SandboxUnavailable(f"the network was asked for, but not in a namespace of the sandbox's own: {status[1]}")
         self.python = self._choose_python(python)
