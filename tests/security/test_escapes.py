@@ -8,6 +8,7 @@ import errno
 import hashlib
 import secrets
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,6 +193,29 @@ def test_mountinfo_names_no_host_path_of_ours(run_script, attack_dataset: Path, 
         assert str(host) not in out, (host, out)
     assert "/.cache/" not in out, out
     assert_no_credentials(run)
+
+
+@pytest.fixture(scope="module")
+def small_runtime(shared_root: Path) -> Path:
+    """An unpacked root of the host's own files, hard-linked (the same file system as /usr): what the sandbox needs
+    to run its tool server and bash, in a folder whose path the sandbox must not see."""
+    root = shared_root / "runtime-of-ours"
+    for folder in ("usr/bin", "usr/lib/python3.11", "usr/lib/x86_64-linux-gnu", "usr/lib64", "etc"):
+        (root / folder).parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", f"/{folder}", str(root / folder)], check=True)
+    for link in ("bin", "lib", "lib64"):
+        (root / link).symlink_to(f"usr/{link}")
+    return root
+
+
+def test_mountinfo_names_no_runtime_folder(run_script, small_runtime: Path) -> None:
+    """A root runner's runtime is layered, not bound: the mount roots of /usr and /etc do not name its folder
+    (a non-root runner's sandbox still binds it: README, Local runtime)."""
+    run = run_script([{"bash": "cat /proc/self/mountinfo; ls /usr/bin/python3"}], 0, "--sandbox-runtime", str(small_runtime))
+    assert run.returncode == 0, run.stderr
+    (out,) = run.tool_results()
+    assert " /usr " in out and "/usr/bin/python3" in out, out
+    assert str(small_runtime) not in out and "runtime-of-ours" not in out, out
 
 
 @USERS

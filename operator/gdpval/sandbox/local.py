@@ -97,6 +97,7 @@ OWNER_ENV = "GDPVAL_SANDBOX_UID"
 DEFAULT_OWNER = 65533  # Debian reserves 65000-65533 and systemd allocates none of 65520-65533: no account has it
 VIEW_PREFIX = "gdpval-view-"
 STAGED_FD = "staged-"  # descriptors of the files bubblewrap copies in (see LocalSandbox._staged)
+MS_RDONLY = 1
 VIEW_BASE = "/tmp"  # not TMPDIR: the view's own path must be walkable by the dropped uid
 
 
@@ -245,10 +246,25 @@ def _check(result: int, call: str) -> None:
         raise OSError(ctypes.get_errno(), f"{call}: {os.strerror(ctypes.get_errno())}")
 
 
-def _spawn_in_view(binds: list[tuple[str, str]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+def _layer(source: str, place: str, empty: str) -> bool:
+    """Mount `source` read-only on `place` as an overlay over an `empty` folder, naming both layers by
+    descriptor: a bind's mount root in /proc/self/mountinfo is its path in its file system (the runtime's
+    folder under the home's cache), an overlay's is `/` with the layers as given here. False where this
+    kernel or file system refuses the overlay (the caller binds instead)."""
+    fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for path in (source, empty)]
+    try:
+        options = "lowerdir=" + ":".join(f"/proc/self/fd/{fd}" for fd in fds)
+        return libc().mount(b"gdpval-runtime", os.fsencode(place), b"overlay", MS_RDONLY, options.encode()) == 0
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _spawn_in_view(binds: list[tuple[str, str, str | None]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     """In the spawner thread: start `popen` in a private copy of the host's mount namespace where each
-    source is bound on its place in the view; the thread then returns to the host's namespace, and the
-    copy lives as long as the sandbox. The binds never reach the host, and a killed runner leaves none.
+    source is bound on its place in the view (or layered over the empty folder given, see _layer); the thread
+    then returns to the host's namespace, and the copy lives as long as the sandbox. The binds never reach
+    the host, and a killed runner leaves none.
 
     A mount namespace is per thread, so the rest of the runner (the sample threads that mount workspace
     disks, collect deliverables) stays in the host's; a fresh copy per sandbox sees the disks mounted
@@ -261,8 +277,9 @@ def _spawn_in_view(binds: list[tuple[str, str]], popen: Callable[[], subprocess.
     _check(libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     try:
         _check(libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the sandbox's mounts private")
-        for source, place in binds:
-            _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
+        for source, place, empty in binds:
+            if empty is None or not _layer(source, place, empty):
+                _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
         return popen()
     finally:
         _check(libc().setns(_host_mounts[0], CLONE_NEWNS), "returning to the host's mount namespace")
@@ -346,7 +363,7 @@ class LocalSandbox:
         self._disk: LoopDisk | None = None
         self.owner = sandbox_owner() if self.isolated and self.harden else None
         self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
-        self._binds: list[tuple[str, str]] = []  # (host source, its place in the view)
+        self._binds: list[tuple[str, str, str | None]] = []  # (host source, its place in the view, an empty layer to overlay it on)
         self._stopping = threading.Lock()  # a runner's Ctrl-C and the sample's own thread may stop it at once
 
     @staticmethod
@@ -481,7 +498,8 @@ class LocalSandbox:
     def _prepare_view(self, uid: int, gid: int) -> None:
         """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each folder bubblewrap binds
         gets an empty place in a view folder that uid can walk, on which _spawn_in_view binds it (that uid
-        cannot walk root's private folders, such as a 0700 TMPDIR or /root)."""
+        cannot walk root's private folders, such as a 0700 TMPDIR or /root). The runtime's root is layered, not
+        bound, so that the sandbox's mountinfo does not name where it was unpacked."""
         os.chown(self.workspace, uid, gid)
         _remove_orphan_views()
         self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
@@ -490,9 +508,10 @@ class LocalSandbox:
         sources = {"workspace": self.workspace}
         if self.system.root is not None:
             sources["root"] = self.system.root
+        self._view_path("empty").mkdir()
         for name, host in sources.items():
             self._view_path(name).mkdir()
-            self._binds.append((str(host), str(self._view_path(name))))
+            self._binds.append((str(host), str(self._view_path(name)), str(self._view_path("empty")) if name == "root" else None))
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
