@@ -508,7 +508,7 @@ class LocalSandbox:
         sources = {"workspace": self.workspace}
         if self.system.root is not None:
             sources["root"] = self.system.root
-        self._view_path("empty").mkdir()
+            self._view_path("empty").mkdir()
         for name, host in sources.items():
             self._view_path(name).mkdir()
             self._binds.append((str(host), str(self._view_path(name)), str(self._view_path("empty")) if name == "root" else None))
