@@ -6,10 +6,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v bwrap >/dev/null; then
+if ! command -v bwrap >/dev/null || ! command -v pasta >/dev/null || ! command -v ip >/dev/null; then
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap passt iproute2
 fi
+# pasta (--network sandboxes) opens the tun device as the sandbox's unprivileged uid: Debian's udev makes it
+# 0666 (creating an interface still needs CAP_NET_ADMIN in its namespace); machines without udev leave it 0600.
+if [[ -c /dev/net/tun && "$(stat -c %a /dev/net/tun)" != 666 ]]; then chmod 0666 /dev/net/tun; fi
 
 python="${PYTHON:-python3}"
 [[ -x .venv/bin/python ]] || "$python" -m venv .venv

@@ -152,10 +152,13 @@ def test_network_is_cut_when_off(boxed: LocalSandbox, host_listener: int) -> Non
 
 
 @needs_bwrap
-def test_network_on_reaches_the_host(tmp_path: Path, host_listener: int) -> None:
+def test_network_on_leaves_the_hosts_loopback_out(tmp_path: Path, host_listener: int) -> None:
+    """The sandbox's own 127.0.0.1 answers (nothing listens there), not the host's; a route out exists."""
     with LocalSandbox(tmp_path, {}, isolation="bwrap", network=True) as sandbox:
         out = sandbox.client().call("python_exec", {"code": CONNECT.format(port=host_listener)}, timeout=20).output
-    assert out == "connected\n"
+        routes = bash(sandbox.client(), "cat /proc/net/route")
+    assert out.startswith("failed [Errno 111]"), out
+    assert any(line.split()[1] == "00000000" for line in routes.splitlines()[1:]), routes
 
 
 ESCAPE = "sleep {0}1 & setsid sleep {0}2 >/dev/null 2>&1 & nohup sleep {0}3 >/dev/null 2>&1 & echo started"

@@ -117,3 +117,28 @@ def test_hostile_transcript_shows_as_text_in_chromium(browser, tmp_path):
     assert seen == []
     assert page.locator("script, img, body svg[onload]").count() == 0
     assert page.locator("#s-t1-r0 pre").filter(has_text=HOSTILE).count() == 2  # the reply and the garbled line, verbatim
+
+
+MODEL_PAGES = {
+    "page.html": "<html><head><title>report</title></head><body><script>document.title='ran';console.log('page ran')</script></body></html>",
+    "chart.svg": "<svg xmlns='http://www.w3.org/2000/svg' onload=\"console.log('svg onload ran')\"><script>console.log('svg ran')</script></svg>",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_PAGES))
+def test_a_model_written_page_opened_from_the_report_runs_nothing(browser, tmp_path, name):
+    """Clicked in the report, a deliverable with a script shows as its source text (or downloads): nothing of it runs."""
+    storage = LocalStorage(tmp_path)
+    [entry] = runs.entries([runs.task("t1")])
+    runs.write_run(storage, "a", [entry])
+    files = {name: MODEL_PAGES[name].encode()}
+    runs.commit(storage, "a", entry, 1, runs.succeeded(entry, 1, files), files)
+    made = gdpval("report", "--output", str(tmp_path), "--run-name", "a")
+    assert made.returncode == 0, made.stderr[-3000:]
+    page, seen = open_page(browser, tmp_path / layout.report("a"))
+    downloads: list[str] = []
+    page.on("download", lambda d: downloads.append(d.suggested_filename))
+    page.get_by_role("link", name=name).click()
+    page.wait_for_load_state("load")
+    assert seen == []
+    assert downloads == [f"{name}.txt"] or (page.url.endswith(f"/{name}.txt") and page.locator("body").inner_text() == MODEL_PAGES[name])

@@ -191,13 +191,54 @@ def egress_of(policy):
     return [([t.get("ipBlock", {}).get("cidr") for t in r.get("to", [])], [p["port"] for p in r.get("ports", [])]) for r in policy["spec"]["egress"]]
 
 
-def test_network_off_allows_dns_and_the_two_endpoints_by_address():
-    policy = m.network_policy(ctx())
+def test_network_off_allows_the_two_endpoints_by_address_and_no_dns():
+    """The endpoints are addresses: the pods need no resolver, so none is opened to the model's commands either."""
+    policy = m.network_policy(ctx(), {})
     spec = policy["spec"]
     assert spec["podSelector"]["matchLabels"] == {n.L_RUN_UID: "uid-1", n.L_COMPONENT: "sample"}
     assert spec["ingress"] == [] and set(spec["policyTypes"]) == {"Ingress", "Egress"}
     assert policy["metadata"]["name"] == n.network_policy_name("demo")
-    assert egress_of(policy)[1:] == [(["10.250.0.1/32"], [8000]), (["10.250.0.1/32"], [9000])]
+    assert egress_of(policy) == [(["10.250.0.1/32"], [8000]), (["10.250.0.1/32"], [9000])]
+    pod = m.sample_pod(ctx(), "t1-r0", 1, resolved={})["spec"]
+    assert (pod["dnsPolicy"], pod["dnsConfig"], pod["hostAliases"]) == ("None", {"nameservers": [m.NO_RESOLVER]}, [])
+
+
+NAMED = {"model": {"name": "m", "baseURL": "https://models.example.com/v1"}, "output": {"url": "s3://b/p", "endpoint": "http://minio.internal:9000"}}
+NAMES = {"models.example.com": ["192.0.2.7", "2001:db8::7"], "minio.internal": ["192.0.2.7"]}
+
+
+def is_dns(rule) -> bool:
+    return any(port["port"] == 53 for port in rule.get("ports", []))
+
+
+def test_named_endpoints_are_pinned_in_the_pod_and_dns_is_closed():
+    c = ctx(**NAMED)
+    pod = m.sample_pod(c, "t1-r0", 1, resolved=NAMES)["spec"]
+    assert pod["hostAliases"] == [
+        {"ip": "192.0.2.7", "hostnames": ["minio.internal", "models.example.com"]},
+        {"ip": "2001:db8::7", "hostnames": ["models.example.com"]},
+    ]
+    assert pod["dnsPolicy"] == "None" and not any(is_dns(rule) for rule in m.network_policy(c, NAMES)["spec"]["egress"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"sandbox": {"network": True}},
+        {"sandbox": {"allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]}},
+        {"output": {"url": "s3://b/p"}},  # AWS's own endpoint: bucket names are virtual hosts
+        {"resolved": {"minio.internal": ["10.0.0.9"]}},  # the model's name did not resolve
+    ],
+    ids=["network-on", "allowed-egress", "aws-s3", "unresolved"],
+)
+def test_dns_stays_where_the_pods_may_need_it(change):
+    resolved = change.pop("resolved", NAMES)
+    c = ctx(**{**NAMED, **change})
+    pod = m.sample_pod(c, "t1-r0", 1, resolved=resolved)["spec"]
+    assert "hostAliases" not in pod and "dnsPolicy" not in pod
+    egress = m.network_policy(c, resolved)["spec"]["egress"]
+    assert c.spec.sandbox.network or any(is_dns(rule) for rule in egress)
+    assert "dnsPolicy" not in m.sample_pod(ctx(**NAMED), "t1-r0", 1)["spec"], "addresses not known: the pod keeps DNS"
 
 
 def test_named_endpoints_are_allowed_by_their_resolved_addresses_only():

@@ -61,6 +61,29 @@ def test_written_beside_the_run_with_relative_links(tmp_path):
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
 
 
+ACTIVE = {"page.html": b"<script>1</script>", "chart.SVG": b"<svg onload=alert(1)/>", "feed.xml": b"<x/>", "notes": b"<script>", "sub/app.js": b"1"}
+PASSIVE = {"memo.docx": b"d", "plot.png": b"p", "data.csv": b"c", "report.pdf": b"%PDF"}
+
+
+def test_deliverables_a_browser_would_run_are_linked_as_text_copies(tmp_path):
+    storage = LocalStorage(tmp_path)
+    [entry] = runs.entries([runs.task("t1")])
+    runs.write_run(storage, "a", [entry])
+    files = {**ACTIVE, **PASSIVE}
+    runs.commit(storage, "a", entry, 1, runs.succeeded(entry, 1, files), files)
+    write_report(storage, "a")
+    page = (tmp_path / layout.report("a")).read_text(encoding="utf-8")
+    for name, data in ACTIVE.items():
+        copy = layout.report_text_copy("a", "t1-r0", 1, name)
+        assert storage.get_bytes(copy) == data
+        href = copy.removeprefix(layout.run_root("a") + "/")
+        assert f'href="{href}" download="{href.rsplit("/", 1)[-1]}" type="text/plain"' in page
+        assert f'deliverable_files/{name}"' not in page
+    for name in PASSIVE:
+        assert f'href="samples/t1-r0/attempt-1/deliverable_files/{name}"' in page
+        assert not storage.exists(layout.report_text_copy("a", "t1-r0", 1, name))
+
+
 def test_comparison_deltas_and_verdicts(tmp_path):
     storage = LocalStorage(tmp_path)
     make_run(storage, "a", {"t1": "completed", "t2": "completed", "t3": "failed", "t4": "missing"})

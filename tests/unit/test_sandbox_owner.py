@@ -1,18 +1,13 @@
-"""Who a root runner's sandboxes run as on the host (GDPVAL_SANDBOX_UID), which files that uid can read, and how
+"""Who a root runner's sandboxes run as on the host (GDPVAL_SANDBOX_UID), and how
 bubblewrap is started as that uid."""
 
 from __future__ import annotations
 
 import os
-import stat
 
 import pytest
 
-from gdpval.sandbox.local import DEFAULT_OWNER, OWNER_ENV, SETPRIV, SandboxOwnerError, _dropping, parse_owner, readable_by, sandbox_owner
-
-
-def status(uid: int, gid: int, mode: int) -> os.stat_result:
-    return os.stat_result((stat.S_IFREG | mode, 1, 1, 1, uid, gid, 0, 0, 0, 0))
+from gdpval.sandbox.local import DEFAULT_OWNER, OWNER_ENV, SETPRIV, SandboxOwnerError, _dropping, parse_owner, sandbox_owner
 
 
 @pytest.mark.parametrize(("text", "owner"), [("65533", (65533, 65533)), ("64123:64124", (64123, 64124)), (" 70000 ", (70000, 70000))])
@@ -34,22 +29,6 @@ def test_only_a_root_runner_drops(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sandbox_owner() == (64000, 64000)
     monkeypatch.delenv(OWNER_ENV)
     assert sandbox_owner() == (DEFAULT_OWNER, DEFAULT_OWNER)
-
-
-@pytest.mark.parametrize(
-    ("uid", "gid", "mode", "readable"),
-    [
-        (0, 0, 0o644, True),
-        (0, 0, 0o640, False),
-        (0, 42, 0o640, True),
-        (0, 0, 0o600, False),
-        (7, 0, 0o400, True),
-        (7, 0, 0o044, False),  # the owner's bits decide for the owner, as the kernel does
-        (0, 42, 0o604, False),  # and the group's for the group
-    ],
-)
-def test_readable_by_follows_the_permission_bits(uid: int, gid: int, mode: int, readable: bool) -> None:
-    assert readable_by(status(uid, gid, mode), 7, 42) is readable
 
 
 def test_only_an_owner_is_dropped_to() -> None:

@@ -12,6 +12,8 @@ from gdpval.sandbox import seccomp
 
 EPERM = seccomp.RET_ERRNO | errno.EPERM
 ENOSYS = seccomp.RET_ERRNO | errno.ENOSYS
+EAFNOSUPPORT = seccomp.RET_ERRNO | errno.EAFNOSUPPORT
+AF_UNIX, AF_INET, AF_NETLINK = 1, 2, 16
 ALLOWED = {
     "x86_64": {"read": 0, "write": 1, "openat": 257, "execve": 59, "mknodat": 259, "wait4": 61},
     "aarch64": {"read": 63, "write": 64, "openat": 56, "execve": 221},
@@ -28,7 +30,8 @@ def test_denied_calls_get_eperm_and_the_rest_pass(arch: str) -> None:
         assert seccomp.evaluate(program, token, nr) == EPERM, name
     for name, nr in ALLOWED[arch].items():
         assert seccomp.evaluate(program, token, nr) == seccomp.RET_ALLOW, name
-    for name in ("mount", "ptrace", "pidfd_getfd", "bpf", "keyctl", "perf_event_open", "finit_module", "unshare", "setns", "process_vm_readv"):
+    must = ("mount", "ptrace", "pidfd_getfd", "bpf", "keyctl", "perf_event_open", "finit_module", "unshare", "setns", "process_vm_readv", "io_uring_setup")
+    for name in must:
         assert name in seccomp.denied_numbers(arch)
 
 
@@ -42,6 +45,24 @@ def test_clone_with_namespace_flags_is_refused_and_clone3_falls_back(arch: str) 
     assert seccomp.evaluate(program, token, clone, SIGCHLD | CLONE_NEWUSER) == EPERM
     assert seccomp.evaluate(program, token, clone, CLONE_NEWNS) == EPERM
     assert seccomp.evaluate(program, token, seccomp.CLONE3[arch], 0) == ENOSYS
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_vsock_sockets_are_refused_and_other_families_pass(arch: str) -> None:
+    program = seccomp.build(arch)
+    token = seccomp.AUDIT_ARCH[arch]
+    for call in seccomp.SOCKET_CALLS[arch]:
+        assert seccomp.evaluate(program, token, call, seccomp.AF_VSOCK) == EAFNOSUPPORT
+        assert seccomp.evaluate(program, token, call, 0xFFFFFFFF_00000000 | seccomp.AF_VSOCK) == EAFNOSUPPORT  # int argument
+        for family in (AF_UNIX, AF_INET, AF_NETLINK):
+            assert seccomp.evaluate(program, token, call, family) == seccomp.RET_ALLOW
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_io_uring_is_refused(arch: str) -> None:
+    program = seccomp.build(arch)
+    for nr in (425, 426, 427):
+        assert seccomp.evaluate(program, seccomp.AUDIT_ARCH[arch], nr) == EPERM
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -64,7 +85,9 @@ def test_numbers_match_the_kernel_headers_of_this_machine() -> None:
         if not header.exists():
             continue
         table = {m[1]: int(m[2]) for m in re.finditer(r"#define __NR(?:3264)?_(\w+)\s+(\d+)", header.read_text())}
-        for name, nr in seccomp.denied_numbers(arch).items():
+        numbers = {**seccomp.denied_numbers(arch), "clone": seccomp.CLONE[arch], "clone3": seccomp.CLONE3[arch]}
+        numbers.update(zip(("socket", "socketpair"), seccomp.SOCKET_CALLS[arch], strict=True))
+        for name, nr in numbers.items():
             assert table[name] == nr, (arch, name)
         checked += 1
     assert checked >= 1, "no kernel syscall header found (Debian: linux-libc-dev)"

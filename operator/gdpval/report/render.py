@@ -2,6 +2,10 @@
 
 Everything from a run (prompts, model text, file names, sector names) is escaped, and a
 Content-Security-Policy forbids any script, so a hostile transcript shows as text and runs nothing.
+A deliverable is linked as itself only when a browser shows its type without running anything (an
+office file, a PDF, an image, plain text); any other (HTML, SVG, XML, script, no extension: a page
+of the model's, opened from the report, would run with the report's origin) is linked as a text copy
+the report writes beside itself, so it shows as its source or downloads.
 """
 
 from __future__ import annotations
@@ -59,6 +63,39 @@ def attempt_href(run: str, row: SampleRow, rest: str) -> str:
     """A link from the report to a file of the sample's committed attempt, relative, so it works in any copy of the run."""
     key = f"{layout.attempt_root(run, row.sample_id, row.attempt)}/{rest}"
     return e(quote(posixpath.relpath(key, posixpath.dirname(layout.report(run))), safe="/"))
+
+
+# Types a browser shows, or hands to a viewer or a download, without running anything of the file's.
+PASSIVE = frozenset(
+    "docx doc dotx xlsx xls xlsm xlsb pptx ppt potx odt ods odp odg rtf pdf csv tsv txt md json jsonl "
+    "png jpg jpeg gif webp bmp tif tiff ico mp3 wav m4a ogg oga flac aac mp4 m4v mov webm avi mkv zip gz tar 7z step stp stl".split()
+)
+
+
+def passive(name: str) -> bool:
+    """Whether a deliverable named `name` may be linked as itself (see PASSIVE); its last extension decides."""
+    stem, dot, extension = posixpath.basename(name).rpartition(".")
+    return bool(dot and stem) and extension.lower() in PASSIVE
+
+
+def text_copies(report: Report) -> list[tuple[str, str]]:
+    """(deliverable key, text copy key) for each deliverable the report links as a text copy."""
+    run = report.headline.run_name
+    return [
+        (f"{layout.attempt_root(run, r.sample_id, r.attempt)}/{layout.DELIVERABLES}/{f}", layout.report_text_copy(run, r.sample_id, r.attempt, f))
+        for r in report.samples
+        for f in r.files
+        if r.attempt and not passive(f)
+    ]
+
+
+def deliverable_link(run: str, row: SampleRow, name: str) -> str:
+    """A link to the deliverable, or to its text copy (offered as a download, marked as text) when a browser would run it."""
+    if passive(name):
+        return f'<a href="{attempt_href(run, row, f"{layout.DELIVERABLES}/{name}")}">{e(name)}</a>'
+    copy = layout.report_text_copy(run, row.sample_id, row.attempt, name)
+    href = e(quote(posixpath.relpath(copy, posixpath.dirname(layout.report(run))), safe="/"))
+    return f'<a href="{href}" download="{e(posixpath.basename(copy))}" type="text/plain">{e(name)}</a> <span class="note">(as text)</span>'
 
 
 def table(head: list[str], rows: list[list[str]], numeric: Collection[int] = ()) -> str:
@@ -181,7 +218,7 @@ def sample_table(report: Report) -> str:
         links = f'<a href="#s-{e(r.sample_id)}">view</a>' if r.attempt else ""
         if r.attempt:
             links += f' <a href="{attempt_href(run, r, layout.TRANSCRIPT)}">jsonl</a>'
-        files = "<br>".join(f'<a href="{attempt_href(run, r, f"{layout.DELIVERABLES}/{f}")}">{e(f)}</a>' for f in r.files)
+        files = "<br>".join(deliverable_link(run, r, f) for f in r.files)
         reason = f"{e(r.error_kind)}: {e(r.error[:300])}" if r.error_kind else ""
         rows.append(
             [

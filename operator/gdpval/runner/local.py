@@ -30,7 +30,7 @@ from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits import check as check_limits
-from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status
+from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status, network_status
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
 from gdpval.settings import PriceSettings
 from gdpval.storage import Storage, layout
@@ -60,6 +60,8 @@ def choose_runtime(record: RunRecord, isolation: Isolation) -> tuple[RunRecord, 
     choice = record.settings.sandbox.runtime
     if not isolated and choice not in ("auto", "host"):
         raise GdpvalError(f"--sandbox-runtime {choice} needs bubblewrap isolation, which is off ({bwrap_status()[1]}; --isolation {isolation})")
+    if isolated and record.settings.sandbox.network and not network_status()[0]:
+        raise GdpvalError(f"--network gives each sandbox a network namespace of its own, which does not work here: {network_status()[1]}")
     system = resolve(choice) if isolated else Runtime()
     return record.model_copy(update={"runtime": system.label}), system
 

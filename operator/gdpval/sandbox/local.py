@@ -15,10 +15,17 @@ As root, bubblewrap's user namespace would map the sandbox's uid to host root: a
 are dropped, but plain file permissions would let a command read root-only files such as
 /etc/shadow. So a root runner's sandboxes run as an unprivileged host uid and gid instead
 (GDPVAL_SANDBOX_UID, `uid` or `uid:gid`, default 65533): the sample's cgroup is joined as root, then
-setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, references they could
-not read are copied readable, and the sources bubblewrap binds are reached through a view (see
-_spawn_in_view), since that uid cannot walk root's private folders. A non-root runner's sandboxes
-run as its own uid.
+setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, and the folders bubblewrap
+binds are reached through a view (see _spawn_in_view), since that uid cannot walk root's private
+folders. A non-root runner's sandboxes run as its own uid. Files (references, the tool server) are
+copied in from descriptors this process opened, not bound: see LocalSandbox._staged.
+
+With the network on, the sandbox still has its own network namespace: pasta (Debian package passt)
+creates it, gives it a copy of the host's IPv4 address and routes, and carries its connections out
+through sockets of its own on the host, as user-mode NAT. Nothing of the host's network namespace is
+in reach: its 127.0.0.1 and abstract unix sockets stay the host's (pasta's mapping of the gateway to
+the host's loopback and its port forwards are off), and link-local addresses (cloud metadata
+services) are unreachable. IPv6 is not offered: its link-local and metadata ranges would need more.
 
 bubblewrap's --die-with-parent fires when the *thread* that forked it exits, so every server is
 forked by one spawner thread that lives as long as the process: sandboxes can be started from
@@ -27,6 +34,7 @@ short-lived threads and still die with the runner.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -36,7 +44,6 @@ import shlex
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -78,6 +85,9 @@ log = logging.getLogger(__name__)
 BWRAP = "/usr/bin/bwrap"
 TOOLSERVER = Path(__file__).with_name("toolserver.py")
 SETPRIV = "/usr/bin/setpriv"
+PASTA = "/usr/bin/pasta"
+IP = "/usr/sbin/ip"
+CLOSED_RANGES = ("169.254.0.0/16",)  # link-local: cloud metadata services; the host's loopback is never routed to
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
@@ -86,6 +96,8 @@ SANDBOX_UID = 1000  # who commands run as inside; on the host, the runner's uid,
 OWNER_ENV = "GDPVAL_SANDBOX_UID"
 DEFAULT_OWNER = 65533  # Debian reserves 65000-65533 and systemd allocates none of 65520-65533: no account has it
 VIEW_PREFIX = "gdpval-view-"
+STAGED_FD = "staged-"  # descriptors of the files bubblewrap copies in (see LocalSandbox._staged)
+MS_RDONLY = 1
 VIEW_BASE = "/tmp"  # not TMPDIR: the view's own path must be walkable by the dropped uid
 
 
@@ -107,15 +119,6 @@ def sandbox_owner() -> tuple[int, int] | None:
     if os.geteuid() != 0:
         return None
     return parse_owner(os.environ.get(OWNER_ENV) or str(DEFAULT_OWNER))
-
-
-def readable_by(st: os.stat_result, uid: int, gid: int) -> bool:
-    """Whether a file of this status is readable by uid:gid (no capabilities, no supplementary groups)."""
-    if st.st_uid == uid:
-        return bool(st.st_mode & stat.S_IRUSR)
-    if st.st_gid == gid:
-        return bool(st.st_mode & stat.S_IRGRP)
-    return bool(st.st_mode & stat.S_IROTH)
 
 
 def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
@@ -140,6 +143,41 @@ def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None
         args.append("--unshare-net")
     size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
     return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+
+
+def _networked(argv: list[str]) -> list[str]:
+    """`argv` in a network namespace of its own behind pasta's user-mode NAT (IPv4 only), with the
+    link-local range unreachable: pasta's user namespace lets the route be set before `argv` runs."""
+    pasta = [PASTA, "--config-net", "--foreground", "--quiet", "--ipv4-only", "--no-map-gw"]
+    pasta += ["--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none"]
+    routes = " && ".join(f"{IP} route add unreachable {cidr}" for cidr in CLOSED_RANGES)
+    return [*pasta, "--", "/bin/sh", "-c", f'{routes} && exec "$@"', "sh", *argv]
+
+
+@functools.cache
+def network_status() -> tuple[bool, str]:
+    """Whether a sandbox can have the network in a namespace of its own here (a trial runs `true`), and why not."""
+    for path, package in ((PASTA, "passt"), (IP, "iproute2")):
+        if not os.access(path, os.X_OK):
+            return False, f"{path} not found (Debian package: {package})"
+    argv = _dropping(_networked(["/usr/bin/true"]), sandbox_owner())
+    try:
+        proc = subprocess.Popen(
+            argv, env={"PATH": CLEAN_PATH}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+    except OSError as exc:
+        return False, f"trial pasta namespace failed: {exc}"
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+    _signal_group(proc.pid, signal.SIGKILL)  # a pasta that failed leaves a forked helper behind, holding stderr
+    assert proc.stderr is not None
+    with proc.stderr:
+        stderr = proc.stderr.read().decode(errors="replace")
+    if proc.wait() != 0:
+        said = " ".join(line for line in stderr.splitlines() if "syslog" not in line).strip()
+        hint = " (/dev/net/tun must be usable by every user, mode 0666 as Debian's udev sets it)" if "tun" in said else ""
+        return False, f"trial pasta namespace failed: {said or proc.returncode}{hint}"
+    return True, "pasta works"
 
 
 def _pipe_holding(data: bytes) -> int:
@@ -208,10 +246,25 @@ def _check(result: int, call: str) -> None:
         raise OSError(ctypes.get_errno(), f"{call}: {os.strerror(ctypes.get_errno())}")
 
 
-def _spawn_in_view(binds: list[tuple[str, str]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+def _layer(source: str, place: str, empty: str) -> bool:
+    """Mount `source` read-only on `place` as an overlay over an `empty` folder, naming both layers by
+    descriptor: a bind's mount root in /proc/self/mountinfo is its path in its file system (the runtime's
+    folder under the home's cache), an overlay's is `/` with the layers as given here. False where this
+    kernel or file system refuses the overlay (the caller binds instead)."""
+    fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for path in (source, empty)]
+    try:
+        options = "lowerdir=" + ":".join(f"/proc/self/fd/{fd}" for fd in fds)
+        return libc().mount(b"gdpval-runtime", os.fsencode(place), b"overlay", MS_RDONLY, options.encode()) == 0
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _spawn_in_view(binds: list[tuple[str, str, str | None]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     """In the spawner thread: start `popen` in a private copy of the host's mount namespace where each
-    source is bound on its place in the view; the thread then returns to the host's namespace, and the
-    copy lives as long as the sandbox. The binds never reach the host, and a killed runner leaves none.
+    source is bound on its place in the view (or layered over the empty folder given, see _layer); the thread
+    then returns to the host's namespace, and the copy lives as long as the sandbox. The binds never reach
+    the host, and a killed runner leaves none.
 
     A mount namespace is per thread, so the rest of the runner (the sample threads that mount workspace
     disks, collect deliverables) stays in the host's; a fresh copy per sandbox sees the disks mounted
@@ -224,8 +277,9 @@ def _spawn_in_view(binds: list[tuple[str, str]], popen: Callable[[], subprocess.
     _check(libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     try:
         _check(libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the sandbox's mounts private")
-        for source, place in binds:
-            _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
+        for source, place, empty in binds:
+            if empty is None or not _layer(source, place, empty):
+                _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
         return popen()
     finally:
         _check(libc().setns(_host_mounts[0], CLONE_NEWNS), "returning to the host's mount namespace")
@@ -295,6 +349,10 @@ class LocalSandbox:
         self.references = _checked_references(references)
         self.network = network
         self.isolated, self._isolation_note = self._choose_isolation(isolation)
+        if self.isolated and network and not harden and os.geteuid() == 0:
+            raise ValueError("harden=False with the network runs pasta as root, which it refuses: measure the network hardened")
+        if self.isolated and network and not (status := network_status())[0]:
+            raise SandboxUnavailable(f"the network was asked for, but not in a namespace of the sandbox's own: {status[1]}")
         self.python = self._choose_python(python)
         self.token = secrets.token_urlsafe(32)
         self._id = secrets.token_hex(12)
@@ -305,7 +363,7 @@ class LocalSandbox:
         self._disk: LoopDisk | None = None
         self.owner = sandbox_owner() if self.isolated and self.harden else None
         self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
-        self._binds: list[tuple[str, str]] = []  # (host source, its place in the view)
+        self._binds: list[tuple[str, str, str | None]] = []  # (host source, its place in the view, an empty layer to overlay it on)
         self._stopping = threading.Lock()  # a runner's Ctrl-C and the sample's own thread may stop it at once
 
     @staticmethod
@@ -414,44 +472,46 @@ class LocalSandbox:
             "--dir",
             contract.REFERENCES,
         ]
-        for index, (dataset_path, host) in enumerate(sorted(self.references.items())):
-            args += ["--ro-bind", self._source(host, f"ref-{index}"), f"/{dataset_path}"]
-        args += ["--ro-bind", self._source(TOOLSERVER, "toolserver.py"), contract.TOOLSERVER, "--remount-ro", "/", "--chdir", contract.WORKSPACE]
+        for index, place in enumerate(self._staged()):
+            args += ["--perms", "0444", "--ro-bind-data", str(fds[f"{STAGED_FD}{index}"]), place]
+        args += ["--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
+        if self.harden:
+            argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
+        if self.network:
+            argv = _networked(argv)
         if not self.harden:
             return argv
-        argv = _dropping([*argv, "--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)], self.owner)
+        argv = _dropping(argv, self.owner)
         if self._cgroup is None:
             return argv
         joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh", *argv]
 
+    def _staged(self) -> dict[str, Path]:
+        """The files bubblewrap copies into the sandbox (its place there: the host file), not binds: a bind's
+        mount root in /proc/self/mountinfo is its host path (the dataset folder, this package's), a copy's
+        is bubblewrap's own tmpfs. They are read through descriptors this process opened, so a root
+        runner's dropped uid reads references it could not open itself. A pod's stage copies them too."""
+        return {**{f"/{dataset_path}": host for dataset_path, host in sorted(self.references.items())}, contract.TOOLSERVER: TOOLSERVER}
+
     def _prepare_view(self, uid: int, gid: int) -> None:
-        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each source bubblewrap binds
+        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each folder bubblewrap binds
         gets an empty place in a view folder that uid can walk, on which _spawn_in_view binds it (that uid
-        cannot walk root's private folders, such as a 0700 TMPDIR or /root). A reference the uid could not
-        read is copied there instead, readable by that uid alone (the model is meant to read it)."""
+        cannot walk root's private folders, such as a 0700 TMPDIR or /root). The runtime's root is layered, not
+        bound, so that the sandbox's mountinfo does not name where it was unpacked."""
         os.chown(self.workspace, uid, gid)
         _remove_orphan_views()
         self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
         (self._view / OWNER_FILE).write_text(str(os.getpid()))
         self._view.chmod(0o711)
-        sources = {"workspace": self.workspace, "toolserver.py": TOOLSERVER}
+        sources = {"workspace": self.workspace}
         if self.system.root is not None:
             sources["root"] = self.system.root
-        sources.update((f"ref-{index}", host) for index, (_, host) in enumerate(sorted(self.references.items())))
+            self._view_path("empty").mkdir()
         for name, host in sources.items():
-            place = self._view_path(name)
-            if host.is_dir():
-                place.mkdir()
-            elif readable_by(host.stat(), uid, gid):
-                place.touch()
-            else:
-                shutil.copyfile(host, place)
-                os.chown(place, uid, gid)
-                place.chmod(0o400)
-                continue
-            self._binds.append((str(host), str(place)))
+            self._view_path(name).mkdir()
+            self._binds.append((str(host), str(self._view_path(name)), str(self._view_path("empty")) if name == "root" else None))
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
@@ -521,6 +581,8 @@ class LocalSandbox:
             os.fchown(fds["token"], *self.owner)  # the server opens it by its /proc path, which checks the pipe's owner
         if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
+        if self.isolated:
+            fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(self._staged().values()))
         try:
             listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)

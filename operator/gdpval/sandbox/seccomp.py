@@ -3,8 +3,11 @@
 bubblewrap loads it with `--seccomp FD` after it has built the sandbox, so it binds the tool server
 and every command. It refuses (EPERM) what workplace tasks never need and an escape always does:
 mounting, ptrace and reading other processes' memory, taking another process's descriptors,
-BPF, keyrings, perf events, kernel modules, new namespaces. `clone3` answers ENOSYS, because its
-flags sit in memory a filter cannot read; glibc then falls back to `clone`, whose flags are checked.
+BPF, keyrings, perf events, kernel modules, new namespaces, io_uring (its own path into the kernel,
+which seccomp cannot see through; containerd's and Docker's default profiles refuse it too). `clone3`
+answers ENOSYS, because its flags sit in memory a filter cannot read; glibc then falls back to
+`clone`, whose flags are checked. Sockets of the AF_VSOCK family answer EAFNOSUPPORT, as on a kernel
+without vsock: they reach the hypervisor and other VMs whatever the network namespace.
 A call made under another architecture's ABI (i386 or x32 on x86_64, arm32 on aarch64) kills the
 process: the numbers below would not mean the same calls there.
 """
@@ -85,11 +88,16 @@ DENIED: dict[str, tuple[int | None, int | None]] = {
     "clock_adjtime": (305, 266),
     "adjtimex": (159, 171),
     "vhangup": (153, 58),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
     "iopl": (172, None),
     "ioperm": (173, None),
 }
 CLONE = {"x86_64": 56, "aarch64": 220}
 CLONE3 = {"x86_64": 435, "aarch64": 435}
+SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}  # socket, socketpair: the family is argument 0
+AF_VSOCK = 40
 
 
 def host_arch() -> str:
@@ -103,37 +111,63 @@ def denied_numbers(arch: str) -> dict[str, int]:
     return {name: nr for name, nrs in DENIED.items() if (nr := nrs[column]) is not None}
 
 
-def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
+Insn = tuple[int, int, int, int]
+Jump = int | str  # a relative offset, or a label (resolved by _assemble)
+Line = tuple[int, Jump, Jump, int] | str  # an instruction, or a label naming the next one
+
+
+def _insn(code: int, k: int, jt: Jump = 0, jf: Jump = 0) -> tuple[int, Jump, Jump, int]:
     return code, jt, jf, k
 
 
-def instructions(arch: str) -> list[tuple[int, int, int, int]]:
+def _assemble(lines: list[Line], returns: dict[str, int]) -> list[Insn]:
+    """`lines`, then one labelled return per entry of `returns`; each jump to a label becomes its offset
+    (classic BPF only jumps forward, at most 255 instructions)."""
+    lines = lines + [item for label, action in returns.items() for item in (label, _insn(BPF_RET_K, action))]
+    at: dict[str, int] = {}
+    body: list[tuple[int, Jump, Jump, int]] = []
+    for line in lines:
+        if isinstance(line, str):
+            at[line] = len(body)
+        else:
+            body.append(line)
+    program = []
+    for pc, (code, jt, jf, k) in enumerate(body):
+        offsets = [at[j] - pc - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        if not all(0 <= offset <= 255 for offset in offsets):
+            raise ValueError(f"jump out of range at instruction {pc}")
+        program.append((code, offsets[0], offsets[1], k))
+    return program
+
+
+def instructions(arch: str) -> list[Insn]:
     """The program as (code, jt, jf, k) tuples; `build` packs them for the kernel."""
     if arch not in AUDIT_ARCH:
         raise ValueError(f"no seccomp filter for architecture {arch!r}")
-    eperm = RET_ERRNO | errno.EPERM
-    numbers = sorted(set(denied_numbers(arch).values()))
-    prog = [
+    body: list[Line] = [
         _insn(BPF_LD_W_ABS, OFFSET_ARCH),
-        _insn(BPF_JEQ_K, AUDIT_ARCH[arch], jt=1),
-        _insn(BPF_RET_K, RET_KILL_PROCESS),
+        _insn(BPF_JEQ_K, AUDIT_ARCH[arch], jf="kill"),
         _insn(BPF_LD_W_ABS, OFFSET_NR),
     ]
     if arch == "x86_64":
-        prog += [_insn(BPF_JGE_K, X32_SYSCALL_BIT, jf=1), _insn(BPF_RET_K, RET_KILL_PROCESS)]
-    # One equality test per denied number, each jumping to the shared EPERM return after them.
-    for index, nr in enumerate(numbers):
-        prog.append(_insn(BPF_JEQ_K, nr, jt=len(numbers) - index + 4))
-    prog += [
-        _insn(BPF_JEQ_K, CLONE3[arch], jt=3),
-        _insn(BPF_JEQ_K, CLONE[arch], jf=4),
+        body.append(_insn(BPF_JGE_K, X32_SYSCALL_BIT, jt="kill"))
+    body += [_insn(BPF_JEQ_K, nr, jt="eperm") for nr in sorted(set(denied_numbers(arch).values()))]
+    body += [_insn(BPF_JEQ_K, CLONE3[arch], jt="enosys")]
+    body += [_insn(BPF_JEQ_K, nr, jt="family") for nr in SOCKET_CALLS[arch]]
+    body += [
+        _insn(BPF_JEQ_K, CLONE[arch], jf="allow"),
         _insn(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
-        _insn(BPF_JSET_K, CLONE_NAMESPACE_FLAGS, jt=1, jf=2),
-        _insn(BPF_RET_K, RET_ERRNO | errno.ENOSYS),
-        _insn(BPF_RET_K, eperm),
-        _insn(BPF_RET_K, RET_ALLOW),
+        _insn(BPF_JSET_K, CLONE_NAMESPACE_FLAGS, jt="eperm", jf="allow"),
     ]
-    return prog
+    body += ["family", _insn(BPF_LD_W_ABS, OFFSET_ARG0_LOW), _insn(BPF_JEQ_K, AF_VSOCK, jt="eafnosupport", jf="allow")]
+    returns = {
+        "kill": RET_KILL_PROCESS,
+        "enosys": RET_ERRNO | errno.ENOSYS,
+        "eafnosupport": RET_ERRNO | errno.EAFNOSUPPORT,
+        "eperm": RET_ERRNO | errno.EPERM,
+        "allow": RET_ALLOW,
+    }
+    return _assemble(body, returns)
 
 
 def build(arch: str | None = None) -> bytes:
@@ -141,7 +175,7 @@ def build(arch: str | None = None) -> bytes:
     return b"".join(struct.pack("=HBBI", *insn) for insn in instructions(arch or host_arch()))
 
 
-def decode(program: bytes) -> list[tuple[int, int, int, int]]:
+def decode(program: bytes) -> list[Insn]:
     """Unpack a built program back into (code, jt, jf, k) tuples."""
     return [struct.unpack_from("=HBBI", program, offset) for offset in range(0, len(program), 8)]
 

@@ -128,6 +128,11 @@ def report(run: str) -> str:
     return f"{run_root(run)}/report.html"
 
 
+def report_text_copy(run: str, sample: str, attempt: int, deliverable: str) -> str:
+    """Where the report keeps a text copy of a deliverable a browser would run (see gdpval.report.render.passive)."""
+    return f"{run_root(run)}/report_files/{sample}/attempt-{attempt}/{deliverable}.txt"
+
+
 def submission(run: str) -> str:
     return f"{run_root(run)}/submission"
 

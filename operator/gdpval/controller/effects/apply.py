@@ -75,13 +75,13 @@ class Effects:
         fan_out(lambda name: self.kube.delete_job(ctx.namespace, name), plan.delete_jobs)
         fan_out(lambda job: self.kube.suspend_job(ctx.namespace, *job), plan.suspend_jobs)
         if plan.network_policy and not memory.network_policy:
-            self._ensure_network_policy(ctx, plan)
+            memory.resolved = self._ensure_network_policy(ctx, plan)
             memory.network_policy = True
         if plan.create_pods and not memory.token_secret:
             self.kube.ensure_secret(manifests.token_secret(ctx, secrets.token_urlsafe(32)))
             memory.token_secret = True
         refused = False
-        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod)), plan.create_pods)
+        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod, resolved=memory.resolved)), plan.create_pods)
         for (sample, attempt), message in zip(plan.create_pods, messages, strict=True):
             refused |= _remember(memory.create_failures, sample, message, now)
             if message:
@@ -133,13 +133,15 @@ class Effects:
         finally:
             memory.deleting.discard(name)
 
-    def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> None:
-        """The policy by address: endpoint names are resolved here, and one that does not resolve is named in an Event."""
+    def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> dict[str, list[str]]:
+        """The policy by address: endpoint names are resolved here (and returned: sample pods are built from the same
+        addresses), and one that does not resolve is named in an Event."""
         resolved, missing = self.resolve(manifests.hosts_to_resolve(ctx.spec))
         self.kube.ensure_network_policy(manifests.network_policy(ctx, resolved))
         for host in missing:
             message = f"endpoint host {host!r} did not resolve: network-off sample pods cannot reach it; fix the URL or add spec.sandbox.allowedEgress"
             plan.notes.append(Note("EndpointNotResolved", message, warning=True))
+        return resolved
 
     async def write_status(self, memory: RunMemory, namespace: str, name: str, status: GdpvalRunStatus) -> None:
         """Write only on change; the worker's pacing bounds the rate."""

@@ -27,6 +27,7 @@ class RunMemory:
     job_errors: Refusals = field(default_factory=dict)
     written: GdpvalRunStatus | None = None  # the status last written, to skip unchanged writes
     network_policy: bool = False
+    resolved: dict[str, list[str]] | None = None  # the endpoint addresses the NetworkPolicy was built from, for sample pods
     token_secret: bool = False
     storage: Storage | None = None
     storage_key: tuple | None = None  # the output spec and credentials `storage` was opened with

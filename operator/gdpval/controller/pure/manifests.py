@@ -56,6 +56,9 @@ SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
 # Cloud metadata services (instance credentials) answer on link-local addresses: no sample pod
 # reaches them, whatever spec.sandbox.network says.
 METADATA_BLOCKS = {"0.0.0.0/0": ["169.254.0.0/16"], "::/0": ["fe80::/10", "fd00:ec2::254/128"]}
+# A network-off pod whose endpoints are all pinned in /etc/hosts has no DNS: its policy opens no
+# resolver, and its resolv.conf names one that answers nothing (the API requires one).
+NO_RESOLVER = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -301,8 +304,9 @@ def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
     return [*dirs, tmp, token]
 
 
-def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
-    """One attempt: sandbox (native sidecar) beside stage (init) -> agent (main), sharing emptyDirs of bounded size."""
+def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """One attempt: sandbox (native sidecar) beside stage (init) -> agent (main), sharing emptyDirs of bounded size.
+    `resolved` is what the run's NetworkPolicy was built from: with the network off it may pin the endpoints (see pinned_hosts)."""
     res = container_resources(ctx)
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
@@ -363,6 +367,14 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int) -> dict[str, Any]:
     if deadline:
         spec["activeDeadlineSeconds"] = deadline
     spec["terminationGracePeriodSeconds"] = 30
+    pinned = pinned_hosts(ctx.spec, resolved)
+    if pinned is not None:
+        by_address: dict[str, list[str]] = {}
+        for host, addresses in sorted(pinned.items()):
+            for address in addresses:
+                by_address.setdefault(address, []).append(host)
+        spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
+        spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -397,6 +409,19 @@ def hosts_to_resolve(spec: GdpvalRunSpec) -> list[str]:
     return sorted({e.host for e in endpoints(spec) if e.address is None})
 
 
+def pinned_hosts(spec: GdpvalRunSpec, resolved: Mapping[str, list[str]] | None) -> dict[str, list[str]] | None:
+    """The host names a network-off sample pod needs with their addresses, for its /etc/hosts, so that it needs
+    no DNS, which the model's commands (sharing the pod's network with the agent) could otherwise use as a
+    channel out. None where DNS must stay: the network on, egress the run opens itself (spec.sandbox.allowedEgress,
+    which may be by name), S3 left to AWS's defaults (its bucket names are virtual hosts), a name that did not resolve."""
+    if spec.sandbox.network or spec.sandbox.allowed_egress or not spec.output.endpoint or resolved is None:
+        return None
+    hosts = hosts_to_resolve(spec)
+    if not all(resolved.get(host) for host in hosts):
+        return None
+    return {host: sorted(set(resolved[host])) for host in hosts}
+
+
 def _endpoint_rule(endpoint: Endpoint, resolved: Mapping[str, list[str]]) -> dict[str, Any] | None:
     """Egress to one endpoint's addresses on its port; None when its name did not resolve (nothing is opened)."""
     addresses = [endpoint.address] if endpoint.address else resolved.get(endpoint.host, [])
@@ -409,9 +434,10 @@ def _endpoint_rule(endpoint: Endpoint, resolved: Mapping[str, list[str]]) -> dic
 def network_policy(ctx: RunContext, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
     """The egress of a run's sample pods; no ingress. `resolved` maps endpoint host names to their addresses.
 
-    Network off: DNS, the model and the S3 endpoint by address and port (the agent shares the pod's
-    network with the sandbox), plus spec.sandbox.allowedEgress. Network on: anywhere except the
-    link-local metadata addresses. Both hold where the CNI enforces NetworkPolicy.
+    Network off: the model and the S3 endpoint by address and port (the agent shares the pod's
+    network with the sandbox), DNS unless the pods pin those names (pinned_hosts), plus
+    spec.sandbox.allowedEgress. Network on: anywhere except the link-local metadata addresses. Both
+    hold where the CNI enforces NetworkPolicy.
     """
     network = ctx.spec.sandbox.network
     if network:
@@ -422,7 +448,8 @@ def network_policy(ctx: RunContext, resolved: Mapping[str, list[str]] | None = N
             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
         }
         rules = [_endpoint_rule(e, resolved or {}) for e in endpoints(ctx.spec)]
-        egress = [dns, *(r for r in rules if r), *ctx.spec.sandbox.allowed_egress]
+        resolver = [] if pinned_hosts(ctx.spec, resolved or {}) is not None else [dns]
+        egress = [*resolver, *(r for r in rules if r), *ctx.spec.sandbox.allowed_egress]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
