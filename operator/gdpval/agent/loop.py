@@ -213,7 +213,7 @@ class AgentLoop:
     def _follow_up(self, messages: list[dict[str, Any]], reply: ModelReply, text: str, kind: str) -> None:
         """Answer a reply that ends nothing with a user message, recorded only when it will be sent."""
         self._check_steps()
-        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": text}]
+        messages += [{"role": "assistant", "content": storable(reply.content)}, {"role": "user", "content": text}]
         self.transcript.event(kind, content=text)
 
     def _fit_context(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -348,6 +348,6 @@ def assistant_message(reply: ModelReply) -> dict[str, Any]:
     loop answers them by, and no reasoning field (servers that send one may refuse it back)."""
     return {
         "role": "assistant",
-        "content": reply.content,
-        "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls],
+        "content": storable(reply.content),
+        "tool_calls": [{"id": c.id, "type": "function", "function": {"name": storable(c.name), "arguments": storable(c.arguments)}} for c in reply.tool_calls],
     }

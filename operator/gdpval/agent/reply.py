@@ -46,11 +46,12 @@ class ModelReply:
 
 
 def text_of(content: Any) -> str:
-    """A message's text: a string as is, or the text parts of a list of parts joined."""
+    """A message's text as the model sent it (the transcript keeps even a lone surrogate): a string as
+    is, or the text parts of a list of parts joined. What is sent back goes through `storable`."""
     if isinstance(content, str):
-        return storable(content)
+        return content
     if isinstance(content, list):
-        return storable("".join(part["text"] for part in content if _is_text(part)))
+        return "".join(part["text"] for part in content if _is_text(part))
     return ""
 
 
@@ -67,7 +68,7 @@ def _arguments(value: Any) -> str:
     """Arguments as the JSON text the tools parse (some servers send an object)."""
     if value is None:
         return ""
-    return storable(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def parse_completion(body: Any, step: int) -> ModelReply:
@@ -82,7 +83,7 @@ def parse_completion(body: Any, step: int) -> ModelReply:
         function = _obj(_obj(raw).get("function"))
         ident = _obj(raw).get("id")
         given = ident if isinstance(ident, str) and ident else None
-        calls.append(ToolCall(given or "", storable(str(function.get("name") or "")), _arguments(function.get("arguments")), given))
+        calls.append(ToolCall(given or "", str(function.get("name") or ""), _arguments(function.get("arguments")), given))
     reasoning = {name: message[name] for name in REASONING_FIELDS if message.get(name)}
     content = message.get("content")
     other_parts = [part for part in content if not _is_text(part)] if isinstance(content, list) else []
