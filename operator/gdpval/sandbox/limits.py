@@ -298,9 +298,10 @@ class SampleCgroup:
         return [str(path / "cgroup.procs") for path in self.dirs.values()]
 
     @property
-    def commands_procs_file(self) -> Path:
-        """Where each command writes 0 to move into the commands' memory cgroup."""
-        return self.memory / COMMANDS / "cgroup.procs"
+    def commands_join_file(self) -> Path:
+        """What the tool server writes to put commands in their memory cgroup: on v1 its threads join
+        (`tasks`), and the commands they fork are born there; on v2 each command moves (`cgroup.procs`)."""
+        return self.memory / COMMANDS / ("cgroup.procs" if self.version == 2 else "tasks")
 
     def _pids(self) -> list[int]:
         pids: set[int] = set()

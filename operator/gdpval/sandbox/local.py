@@ -529,7 +529,7 @@ class LocalSandbox:
         if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
             if self._cgroup is not None:  # opened here: the server, dropped and namespaced, could not
-                fds["commands-cgroup"] = os.open(self._cgroup.commands_procs_file, os.O_WRONLY | os.O_CLOEXEC)
+                fds["commands-cgroup"] = os.open(self._cgroup.commands_join_file, os.O_WRONLY | os.O_CLOEXEC)
         try:
             listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)

@@ -13,9 +13,9 @@ command runs, so commands do not see it casually) or from --token-file. `fd:N` s
 already listening socket inherited from the launcher, which keeps the socket's path out of the
 sandbox entirely.
 
-Nothing a command does may stop the server (see `Guard`): commands start with the highest OOM score,
-in their own memory cgroup when the launcher hands one over (--commands-cgroup), under a per-process
-data cap otherwise (--max-data-bytes); the server is not dumpable, so a command of the same uid cannot
+Nothing a command does may stop the server: commands start with the highest OOM score (OomScore), in
+their own memory cgroup when the launcher hands one over (--commands-cgroup, CommandsCgroup), under a
+per-process data cap otherwise (--max-data-bytes); the server is not dumpable, so a command of the same uid cannot
 open its memory, descriptors or OOM score; as PID 1 of its pid namespace (bubblewrap's --as-pid-1, or
 a pod's container) the kernel ignores SIGKILL and SIGSTOP from commands, and the server ignores any
 other signal they send; it reaps the orphans they leave. Requests are served by threads started
@@ -58,6 +58,8 @@ OOM_SCORE_ADJ_MAX = b"1000"  # commands are the OOM killer's first choice, never
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 WORKERS = 8  # requests served at once
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+BLOCKED = {*STOP_SIGNALS, signal.SIGCHLD}  # taken by sigwaitinfo in one thread (_wait_for_stop)
+REAP_EVERY_S = 1.0
 
 
 class CappedOutput:
@@ -97,14 +99,29 @@ class CappedOutput:
 class ProcessRegistry:
     """Running command groups, so shutdown can kill what requests started."""
 
-    def __init__(self) -> None:
+    def __init__(self, cgroup: Optional[CommandsCgroup] = None, oom_score: Optional[OomScore] = None) -> None:
         self.lock = threading.Lock()  # held while a command starts, so the reaper never takes one of ours
         self._procs: set[subprocess.Popen] = set()
+        self.cgroup = cgroup
+        self.oom_score = oom_score
 
     def start(self, argv: list[str], **popen: object) -> subprocess.Popen:
+        """Start a command that inherits, from the starting thread, the stop signals unblocked and, from
+        the server for that moment, the highest OOM score (no preexec_fn, which would make subprocess
+        fork instead of vfork: 15 ms a call); move it into the commands' cgroup if it was not born there."""
         with self.lock:
-            proc = subprocess.Popen(argv, **popen)  # type: ignore[call-overload]
+            mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED)
+            if self.oom_score is not None:
+                self.oom_score.set(OOM_SCORE_ADJ_MAX)
+            try:
+                proc = subprocess.Popen(argv, **popen)  # type: ignore[call-overload]
+            finally:
+                if self.oom_score is not None:
+                    self.oom_score.set(self.oom_score.own)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._procs.add(proc)
+        if self.cgroup is not None:
+            self.cgroup.move(proc.pid)
         return proc
 
     def reap_orphans(self) -> None:
@@ -156,6 +173,45 @@ def _stat(pid: str) -> list[bytes]:
 def _live_member(pid: str, pgid: int) -> bool:
     fields = _stat(pid)
     return len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+
+
+class OomScore:
+    """The server's own oom_score_adj, opened before it became non-dumpable (which makes the file
+    root's): raised to the highest while a command starts, so the command inherits it, then put back
+    (an unprivileged process may lower its score down to the one it was started with)."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+        self.own = os.pread(self.fd, 16, 0).strip()
+
+    def set(self, value: bytes) -> None:
+        try:
+            os.pwrite(self.fd, value, 0)
+        except OSError:
+            sys.stderr.write(f"toolserver: cannot set oom_score_adj to {value.decode()}\n")
+
+
+class CommandsCgroup:
+    """The commands' memory cgroup, from a descriptor the launcher opened (the server could not: it
+    cannot see the cgroup file system). On cgroup v1 it is a `tasks` file: each worker thread joins it
+    once, and the commands it forks are born there. On v2 (no per-thread memory cgroup) it is a
+    `cgroup.procs`, and each command is moved after it starts."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_inheritable(fd, False)
+        self.fd = fd
+        self.per_thread = os.readlink(f"/proc/self/fd/{fd}").endswith("/tasks")
+
+    def join(self) -> None:
+        if self.per_thread:
+            os.write(self.fd, b"0")
+
+    def move(self, pid: int) -> None:
+        if not self.per_thread:
+            try:
+                os.write(self.fd, str(pid).encode())
+            except ProcessLookupError:
+                pass
 
 
 def _zombie_child(pid: str, parent: bytes) -> bool:
@@ -273,9 +329,8 @@ def run_command(
     timeout: float,
     max_output: int,
     registry: ProcessRegistry,
-    setup: Optional[Callable[[], None]] = None,
 ) -> dict[str, object]:
-    """Run one command in its own session (`setup` runs in the child before exec); the result is the tool response body."""
+    """Run one command in its own session; the result is the tool response body."""
     start = time.monotonic()
     try:
         proc = registry.start(
@@ -285,7 +340,6 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=setup,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return _result(f"failed to start {argv[0]}: {exc}\n", 127, False, False, start)
@@ -357,12 +411,11 @@ def _string_field(body: dict, name: str) -> str:
 class Tools:
     """The two tools, bound to one workspace and interpreter."""
 
-    def __init__(self, workspace: str, python: str, max_output: int, setup: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, workspace: str, python: str, max_output: int, cgroup: Optional[CommandsCgroup] = None, oom_score: Optional[OomScore] = None) -> None:
         self.workspace = workspace
         self.python = python
         self.max_output = max_output
-        self.registry = ProcessRegistry()
-        self.setup = setup
+        self.registry = ProcessRegistry(cgroup, oom_score)
 
     def run(self, tool: str, body: dict) -> dict[str, object]:
         timeout = _timeout_of(body)
@@ -373,7 +426,7 @@ class Tools:
             argv, stdin = ["bash", "-c", command], None
         else:
             argv, stdin = [self.python, "-u", "-"], _string_field(body, "code").encode("utf-8", "surrogatepass")
-        return run_command(argv, stdin, self.workspace, timeout, self.max_output, self.registry, self.setup)
+        return run_command(argv, stdin, self.workspace, timeout, self.max_output, self.registry)
 
 
 TOOL_NAMES = ("bash", "python_exec")
@@ -478,6 +531,8 @@ class _ServerMixin:
 
     def _work(self) -> None:
         server = cast(socketserver.BaseServer, self)
+        if self.tools.registry.cgroup is not None:
+            self.tools.registry.cgroup.join()
         while True:
             request, client_address = self._requests.get()
             try:
@@ -616,8 +671,8 @@ def _wait_for_stop(registry: ProcessRegistry, stop: Callable[[], None]) -> None:
     counts: one that can signal the server could kill it anyway. As PID 1, each SIGCHLD reaps orphans."""
     init = os.getpid() == 1
     while True:
-        info = signal.sigwaitinfo({*STOP_SIGNALS, signal.SIGCHLD})
-        if info.si_signo == signal.SIGCHLD:
+        info = signal.sigtimedwait(BLOCKED, REAP_EVERY_S)  # a SIGCHLD may land in a thread starting a command
+        if info is None or info.si_signo == signal.SIGCHLD:
             if init:
                 registry.reap_orphans()
         elif not init or info.si_pid == 0:
@@ -636,28 +691,6 @@ def _undumpable() -> None:
         sys.stderr.write("toolserver: cannot make the server non-dumpable\n")
 
 
-def command_setup(cgroup_fd: Optional[int], max_data_bytes: Optional[int]) -> Callable[[], None]:
-    """What each command does between fork and exec: unblock the signals the server blocks, become the
-    OOM killer's first choice (raising one's own score needs no privilege), join the commands' memory
-    cgroup (writing 0 to a cgroup.procs the launcher opened), take the per-process data cap."""
-    import resource
-
-    def setup() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # so the child may open its own oom_score_adj
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        try:
-            os.write(fd, OOM_SCORE_ADJ_MAX)
-        finally:
-            os.close(fd)
-        if cgroup_fd is not None:
-            os.write(cgroup_fd, b"0")
-        if max_data_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_DATA, (max_data_bytes, max_data_bytes))
-
-    return setup
-
-
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GDPval sandbox tool server (bash, python_exec).")
     parser.add_argument("--listen", required=True, help="127.0.0.1:PORT, [::1]:PORT, unix:/path or fd:N")
@@ -669,18 +702,19 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max-procs", type=int, metavar="N", help="RLIMIT_NPROC of every command (set it only inside a user namespace of its own)")
     parser.add_argument("--max-file-bytes", type=int, metavar="N", help="RLIMIT_FSIZE of every command: the largest file one may write")
     parser.add_argument("--max-data-bytes", type=int, metavar="N", help="RLIMIT_DATA of every command, where no cgroup caps their memory")
-    parser.add_argument("--commands-cgroup", type=int, metavar="FD", help="a cgroup.procs, open for writing, that every command joins")
+    parser.add_argument("--commands-cgroup", type=int, metavar="FD", help="a cgroup v1 tasks or v2 cgroup.procs, open for writing, that commands join")
     args = parser.parse_args(argv)
     if args.max_output < 100:
         parser.error("--max-output must be at least 100")
     return args
 
 
-def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int]) -> None:
+def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int], max_data_bytes: Optional[int]) -> None:
     """Hard limits that commands inherit and cannot raise again.
 
     In a user namespace of its own the kernel counts RLIMIT_NPROC over that namespace's tasks only,
-    so it caps the sandbox's processes and threads whether the launcher is root or not.
+    so it caps the sandbox's processes and threads whether the launcher is root or not. RLIMIT_DATA
+    holds the server too, which stays far below any sandbox's memory.
     """
     import resource
 
@@ -688,20 +722,28 @@ def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int]) -> None
         resource.setrlimit(resource.RLIMIT_NPROC, (max_procs, max_procs))
     if max_file_bytes is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    if max_data_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, (max_data_bytes, max_data_bytes))
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A stop signal that reached a thread while it started a command: its sender is unknown, so it does not count."""
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {*STOP_SIGNALS, signal.SIGCHLD})  # before any thread, so all inherit it
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _ignore)
+    signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)  # before any thread, so all inherit it
     token = _read_token(args.token_file)
+    oom_score = OomScore()
     _undumpable()
-    _set_limits(args.max_procs, args.max_file_bytes)
-    if args.commands_cgroup is not None:
-        os.set_inheritable(args.commands_cgroup, False)
+    _set_limits(args.max_procs, args.max_file_bytes, args.max_data_bytes)
+    cgroup = CommandsCgroup(args.commands_cgroup) if args.commands_cgroup is not None else None
     workspace = os.path.abspath(args.workspace)
     os.makedirs(os.path.join(workspace, "deliverable_files"), exist_ok=True)
     server, address = make_server(args.listen)
-    tools = Tools(workspace, args.python, args.max_output, command_setup(args.commands_cgroup, args.max_data_bytes))
+    tools = Tools(workspace, args.python, args.max_output, cgroup, oom_score)
     server.tools, server.token = tools, token
     server.start_workers()
     stop = threading.Thread(target=server.shutdown, daemon=True).start
