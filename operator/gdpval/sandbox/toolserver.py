@@ -682,6 +682,14 @@ def _wait_for_stop(registry: ProcessRegistry, stop: Callable[[], None]) -> None:
             sys.stderr.write(f"toolserver: ignored {signal.Signals(info.si_signo).name} from pid {info.si_pid} (a command)\n")
 
 
+def _own_oom_score() -> Optional[OomScore]:
+    try:
+        return OomScore()
+    except OSError as exc:
+        sys.stderr.write(f"toolserver: commands keep the server's OOM score ({exc})\n")
+        return None
+
+
 def _undumpable() -> None:
     """Make /proc/<pid>/mem, environ, fd and oom_score_adj of the server, and ptrace, refuse processes
     without capabilities, commands of the same uid included (the kernel resets this on exec)."""
@@ -736,7 +744,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         signal.signal(sig, _ignore)
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)  # before any thread, so all inherit it
     token = _read_token(args.token_file)
-    oom_score = OomScore()
+    oom_score = _own_oom_score()
     _undumpable()
     _set_limits(args.max_procs, args.max_file_bytes, args.max_data_bytes)
     cgroup = CommandsCgroup(args.commands_cgroup) if args.commands_cgroup is not None else None
