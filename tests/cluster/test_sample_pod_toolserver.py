@@ -15,34 +15,10 @@ from test_network_policy import model_control
 from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
 
 from gdpval import contract
+from support.attacks import server_attack
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-ATTACK = f"""
-import json, os, signal, socket, time
-seen = {{}}
-try:
-    open("/proc/1/mem", "rb").close()
-    seen["mem"] = "opened"
-except OSError as exc:
-    seen["mem"] = exc.strerror
-for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
-    os.kill(1, sig)
-time.sleep(2)
-seen["server"] = open("/proc/1/cmdline", "rb").read().split(b"\\0")[1].decode()
-for host in ("{contract.SANDBOX_HOST}", "0.0.0.0"):
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        sock.bind((host, {contract.SANDBOX_PORT}))
-        sock.listen()
-        seen[host] = "bound"
-    except OSError as exc:
-        seen[host] = exc.strerror
-print(json.dumps(seen))
-"""
 
 
 def test_the_sandbox_container_cannot_stop_read_or_replace_the_tool_server(env):  # noqa: F811
@@ -52,7 +28,8 @@ def test_the_sandbox_container_cannot_stop_read_or_replace_the_tool_server(env):
         name = env.submit("toolserver", selection={"limit": 1}, model={"extraBody": script})
         wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
         (pod,) = wait_until(lambda: env.pods_in(name, "Running"), 60, "the sample pod reported Running")
-        done = env.kube.run("exec", pod["metadata"]["name"], "-c", "sandbox", "--", "python3", "-c", ATTACK, timeout=60)
+        attack = server_attack(contract.SANDBOX_HOST, contract.SANDBOX_PORT)
+        done = env.kube.run("exec", pod["metadata"]["name"], "-c", "sandbox", "--", "python3", "-c", attack, timeout=60)
         seen = json.loads(done.stdout)
     finally:
         model_control(env.model_url, "release", {})
