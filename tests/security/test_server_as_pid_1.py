@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -41,12 +42,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_a_process_of_its_uid_cannot_stop_read_or_replace_the_server_as_pid_1(folder: Path) -> None:
+@dataclass
+class Pid1Server:
+    pid: int
+    port: int
+    client: SandboxClient
+    path: Path
+
+
+@pytest.fixture
+def pid1_server(folder: Path) -> Iterator[Pid1Server]:
+    """The tool server (this tree's) as uid 1000 and PID 1 of a new pid namespace, on loopback TCP."""
     if os.geteuid() != 0:
         pytest.skip("needs root for a pid namespace and uid 1000")
     token, port = secrets.token_urlsafe(16), free_port()
     (folder / "token").write_text(token)
-    (folder / "workspace").mkdir(mode=0o777)
+    (folder / "workspace").mkdir()
     (folder / "workspace").chmod(0o777)
     shutil.copy(TOOLSERVER, folder / "toolserver.py")
     argv = ["unshare", "--pid", "--fork", "--mount-proc", *AS_UID, PYTHON, str(folder / "toolserver.py"), "--listen", f"127.0.0.1:{port}"]
@@ -54,22 +65,29 @@ def test_a_process_of_its_uid_cannot_stop_read_or_replace_the_server_as_pid_1(fo
     launcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert launcher.stdout is not None and "listening" in launcher.stdout.readline().decode()
-        (server,) = (int(pid) for pid in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split())
-        attack = ["nsenter", "-t", str(server), "-p", "-m", *AS_UID, PYTHON, "-c", server_attack("127.0.0.1", port)]
-        done = subprocess.run(attack, capture_output=True, text=True, timeout=60)
-        assert done.stdout, f"the attack died with its namespace's PID 1, the server (exit {done.returncode})"
-        seen = json.loads(done.stdout)
-        assert seen == {
-            "mem": "Permission denied",
-            "server": str(folder / "toolserver.py"),
-            "127.0.0.1": "Address already in use",
-            "0.0.0.0": "Address already in use",
-        }
-        client = SandboxClient(f"http://127.0.0.1:{port}", token)
-        assert client.call("bash", {"command": "echo alive", "timeout": 10}, 20).output == "alive\n"
-        os.kill(server, signal.SIGTERM)  # from outside its namespace, as the kubelet's: it stops
+        (pid,) = (int(p) for p in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split())
+        yield Pid1Server(pid, port, SandboxClient(f"http://127.0.0.1:{port}", token), folder / "toolserver.py")
+        os.kill(pid, signal.SIGTERM)  # from outside its namespace, as the kubelet's: it stops
         assert launcher.wait(timeout=20) == 0
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
+
+
+def test_a_process_of_its_uid_cannot_stop_read_or_replace_the_server_as_pid_1(pid1_server: Pid1Server) -> None:
+    attack = ["nsenter", "-t", str(pid1_server.pid), "-p", "-m", *AS_UID, PYTHON, "-c", server_attack("127.0.0.1", pid1_server.port)]
+    done = subprocess.run(attack, capture_output=True, text=True, timeout=60)
+    assert done.stdout, f"the attack died with its namespace's PID 1, the server (exit {done.returncode})"
+    seen = json.loads(done.stdout)
+    assert seen == {"mem": "Permission denied", "server": str(pid1_server.path), "127.0.0.1": "Address already in use", "0.0.0.0": "Address already in use"}
+    assert pid1_server.client.call("bash", {"command": "echo alive", "timeout": 10}, 20).output == "alive\n"
+
+
+ORPHANS = "for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 3; ps -eo stat= | grep -c '^Z'"
+
+
+def test_the_server_as_pid_1_reaps_the_orphans_of_its_commands(pid1_server: Pid1Server) -> None:
+    """Orphans are reparented to PID 1; unreaped, each zombie would count against the commands' process limit."""
+    out = pid1_server.client.call("bash", {"command": ORPHANS, "timeout": 20}, 30).output
+    assert out == "0\n", out
