@@ -7,6 +7,9 @@ Measures, side by side in one run (machines here are noisy; compare ratios, not 
      and (hardened) over the full sandbox image unpacked as the root vs the host's /usr and /etc, interleaved;
   3. `gdpval run` over the 12-task sample at concurrency 1 and 4 (wall time, per-sample mean).
 Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20] [--sandbox-only | --runtime-only]
+       .venv/bin/python bench/harness.py --sandbox-only --against OTHER_CHECKOUT [--starts 20] [--calls 200]
+With --against, hardened sandbox start + stop and tool-call round trips of this tree and of another
+checkout (run by that checkout's own .venv), alternating sandbox by sandbox, and their ratios.
 """
 
 from __future__ import annotations
@@ -91,6 +94,47 @@ def runtime_cost(starts: int) -> dict[str, object]:
     return report
 
 
+# Run by each tree's own interpreter: the API both trees share. One sandbox: its start + stop, then
+# its share of the tool calls.
+PROBE = """
+import json, sys, tempfile, time
+from pathlib import Path
+from gdpval.sandbox.client import SandboxClient
+from gdpval.sandbox.local import LocalSandbox
+with tempfile.TemporaryDirectory() as tmp:
+    began = time.perf_counter()
+    box = LocalSandbox(Path(tmp), {}, isolation="bwrap")
+    box.start()
+    started = time.perf_counter() - began
+    client = SandboxClient(box.address, box.token)
+    calls = []
+    for _ in range(int(sys.argv[1])):
+        t = time.perf_counter()
+        client.call("bash", {"command": "true", "timeout": 10}, 10)
+        calls.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    box.stop()
+print(json.dumps({"start_stop": started + time.perf_counter() - t, "calls": calls}))
+"""
+
+
+def tree_cost(other: Path, starts: int, calls: int) -> dict[str, object]:
+    """This tree against `other`, sandbox by sandbox, alternating, so both see the same machine load."""
+    trees = {"this": ROOT, "other": other.resolve()}
+    seen: dict[str, dict[str, list[float]]] = {name: {"start_stop": [], "calls": []} for name in trees}
+    for _ in range(starts):
+        for name, tree in trees.items():
+            argv = [str(tree / ".venv" / "bin" / "python"), "-c", PROBE, str(max(1, calls // starts))]
+            probe = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True, cwd=tree).stdout)
+            seen[name]["start_stop"].append(probe["start_stop"])
+            seen[name]["calls"] += probe["calls"]
+    report: dict[str, object] = {"other": str(trees["other"]), "limits": check_limits(Limits.of())}
+    for measure in ("start_stop", "calls"):
+        this, base = summarize(seen["this"][measure]), summarize(seen["other"][measure])
+        report[measure] = {"this": this, "other": base, "ratio_p50": this["p50_ms"] / base["p50_ms"], "ratio_mean": this["mean_ms"] / base["mean_ms"]}
+    return report
+
+
 def full_run(dataset: Path, base_url: str, concurrency: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
@@ -119,7 +163,11 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=20)
     parser.add_argument("--sandbox-only", action="store_true", help="only the hardened vs unhardened start + stop")
     parser.add_argument("--runtime-only", action="store_true", help="only the start + stop over the full runtime vs the host")
+    parser.add_argument("--against", type=Path, help="with --sandbox-only: compare with this other checkout (with its .venv)")
     args = parser.parse_args()
+    if args.against:
+        print(json.dumps({"sandbox_this_vs_other": tree_cost(args.against, args.starts, args.calls)}, indent=2))
+        return
     report: dict[str, object] = {"sandbox_start_stop_runtime": runtime_cost(args.starts)}
     if args.runtime_only:
         print(json.dumps(report, indent=2))

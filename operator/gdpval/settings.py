@@ -29,6 +29,14 @@ PINNED_SECTIONS = ("model", "dataset", "selection", "agent", "prompt", "sandbox"
 # it resolved to instead (RunRecord.runtime, checked on resume).
 # Streaming is how replies travel, not what they say: it may change too.
 UNPINNED = (("model", "base_url"), ("model", "stream"), ("dataset", "revision"), ("sandbox", "runtime"))
+
+
+def tmpfs_sizes(memory: int) -> tuple[int, int]:
+    """The sandbox's /tmp and /dev/shm for a sandbox of `memory` (any unit): memory-backed, so half and a
+    quarter of it, which filled still leave a quarter to the processes and the tool server."""
+    return memory // 2, memory // 4
+
+
 # Settings of `gdpval run` alone, and why pods have no use for them. They are never written: not in the
 # GdpvalRun schema, not in run.json (which records what they resolved to instead).
 LOCAL_ONLY = {("sandbox", "runtime"): "pods run their sandbox image (spec.images.sandbox); run.json records the root used (RunRecord.runtime)"}

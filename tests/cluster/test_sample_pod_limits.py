@@ -37,11 +37,13 @@ def read(*paths):
     return None
 mounts = [line.split() for line in open("/proc/self/mounts")]
 tmp = next((m for m in mounts if m[1] == "/tmp"), None)
+shm = next((m for m in mounts if m[1] == "/dev/shm"), None)
 print(json.dumps({{
     "memory": read("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"),
     "cpu_v2": read("/sys/fs/cgroup/cpu.max"),
     "cpu_v1": (read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")),
     "tmp": tmp and [tmp[2], tmp[3]],
+    "shm": shm and [shm[2], shm[3]],
     "token": open("{contract.TOKEN_FILE}").read(),
     "token_in_env": "{contract.TOKEN_ENV}" in os.environ,
 }}))
@@ -69,11 +71,12 @@ def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env
     assert containers["sandbox"]["resources"]["limits"] == {"memory": "640Mi", "cpu": "500m", "ephemeral-storage": "300Mi"}
     assert all({"cpu", "memory", "ephemeral-storage"} <= set(c["resources"]["requests"]) for c in containers.values())
     sizes = {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["spec"]["volumes"] if "emptyDir" in v}
-    assert sizes == {"workspace": "300Mi", "sandbox-tmp": "640Mi", **VOLUMES}, "the API server kept every size as sent"
+    assert sizes == {"workspace": "300Mi", "sandbox-tmp": "320Mi", "sandbox-shm": "160Mi", **VOLUMES}, "the API server kept every size as sent"
 
     assert int(seen["memory"][0]) == 640 * MIB, seen
     assert cpu_quota(seen) == 0.5, seen
-    assert seen["tmp"][0] == "tmpfs" and f"size={640 * MIB // 1024}k" in seen["tmp"][1], seen["tmp"]
+    assert seen["tmp"][0] == "tmpfs" and f"size={320 * MIB // 1024}k" in seen["tmp"][1], seen["tmp"]
+    assert seen["shm"][0] == "tmpfs" and f"size={160 * MIB // 1024}k" in seen["shm"][1], seen["shm"]
 
     secret = env.kube.get("secret", n.token_secret_name(name))
     token = base64.b64decode(secret["data"][contract.TOKEN_KEY]).decode()

@@ -35,3 +35,32 @@ class Run:
         blobs = [self.stdout.encode(), self.stderr.encode()]
         blobs += [p.read_bytes() for p in sorted(self.output.rglob("*")) if p.is_file()]
         return b"\n".join(blobs)
+
+
+def server_attack(host: str, port: int) -> str:
+    """Python run as the tool server's uid beside it, as PID 1 of their pid namespace (a sample pod's sandbox
+    container): open its memory, signal it, then try to listen on its address. Prints what it saw as JSON."""
+    return f"""
+import json, os, signal, socket, time
+seen = {{}}
+try:
+    open("/proc/1/mem", "rb").close()
+    seen["mem"] = "opened"
+except OSError as exc:
+    seen["mem"] = exc.strerror
+for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
+    os.kill(1, sig)
+time.sleep(2)
+seen["server"] = open("/proc/1/cmdline", "rb").read().split(b"\\0")[1].decode()
+for addr in ("{host}", "0.0.0.0"):
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((addr, {port}))
+        sock.listen()
+        seen[addr] = "bound"
+    except OSError as exc:
+        seen[addr] = exc.strerror
+print(json.dumps(seen))
+"""

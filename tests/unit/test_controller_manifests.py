@@ -78,7 +78,7 @@ def test_pod_layout_matches_the_contract():
         contract.SANDBOX_URL,
     ]
     mounts = {(x["name"], x.get("readOnly", False)) for x in c["sandbox"]["volumeMounts"]}
-    assert mounts == {("workspace", False), ("references", True), ("sandbox-tmp", False), ("token", True)}
+    assert mounts == {("workspace", False), ("references", True), ("sandbox-tmp", False), ("sandbox-shm", False), ("token", True)}
     assert ("references", True) in {(x["name"], x.get("readOnly", False)) for x in c["agent"]["volumeMounts"]}
     assert c["stage"]["command"][:2] == ["gdpval", "stage"] and "--dest" in c["stage"]["command"]
 
@@ -283,8 +283,10 @@ def test_sandbox_settings_become_the_sandbox_containers_limits_and_volume_sizes(
     assert sandbox["requests"] == m.DEFAULT_REQUESTS, "small requests: a window of pods fits a modest node"
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["workspace"]["emptyDir"] == {"sizeLimit": "3072Mi"}
-    assert volumes["sandbox-tmp"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "2048Mi"}, "/tmp is a tmpfs counted in memory, as locally"
+    assert volumes["sandbox-tmp"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1024Mi"}, "/tmp is a tmpfs below the memory, as locally"
+    assert volumes["sandbox-shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "512Mi"}, "so is /dev/shm"
     assert {"name": "sandbox-tmp", "mountPath": contract.SCRATCH} in containers(pod)["sandbox"]["volumeMounts"]
+    assert {"name": "sandbox-shm", "mountPath": "/dev/shm"} in containers(pod)["sandbox"]["volumeMounts"]
     assert volumes["references"]["emptyDir"] == {"sizeLimit": "4Gi"} and volumes["scratch"]["emptyDir"] == {"sizeLimit": "1Gi"}
     assert "cpu" not in resources(m.sample_pod(ctx(), "s-r0", 1))["sandbox"]["limits"], "no CPU quota unless spec.sandbox.cpus"
 

@@ -3,9 +3,13 @@
 - processes: RLIMIT_NPROC set by the tool server inside the sandbox's own user namespace, where the
   kernel counts only that namespace's tasks (5.14+), so it holds as root and as non-root; a pids
   cgroup backs it where one can be made;
-- memory (the sandbox's /tmp is a tmpfs of the same size, charged to it) and the CPU quota: a cgroup
-  per sample, v1 (one per controller hierarchy) or v2, made under the runner's own cgroup when that
-  is writable (root, or a delegated v2 subtree); otherwise not enforced;
+- memory and the CPU quota: a cgroup per sample, v1 (one per controller hierarchy) or v2, made under
+  the runner's own cgroup when that is writable (root, or a delegated v2 subtree). The commands get
+  a memory cgroup of their own below it, capped at the sample's memory, while the sample's allows the
+  tool server SERVER_RESERVE more: the OOM killer then only ever picks among the commands. Without a
+  cgroup each command gets the memory as RLIMIT_DATA (a per-process cap, not the sandbox's total);
+- /tmp and /dev/shm: tmpfs file systems inside the sandbox, charged to the memory of whoever writes
+  them, so sized below it (settings.tmpfs_sizes): filled, they answer ENOSPC and leave processes room;
 - disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted; otherwise only a
   per-file cap (RLIMIT_FSIZE) holds;
 - the end of a sample: bubblewrap's pid namespace dies with its first process, taking every process
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdpval.errors import GdpvalError
-from gdpval.settings import MIB, SandboxSettings
+from gdpval.settings import MIB, SandboxSettings, tmpfs_sizes
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
@@ -58,6 +62,9 @@ RUNTIME_PREFIX = "gdpval-sbx-"  # the sandbox's private folder, which holds the 
 IMAGE_FILE = "disk.img"
 OWNER_FILE = "owner"
 STALE_S = 60.0
+SERVER_RESERVE = 64 * MIB  # the tool server's own memory, beside its commands' cap
+COMMANDS = "commands"  # the commands' memory cgroup, a child of the sample's
+SERVER = "server"  # on v2 the server's leaf: a cgroup whose children have controllers holds no process
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,11 @@ class Limits:
     disk_bytes: int
     cpus: float | None = None
     strict: bool = False
+
+    @property
+    def tmpfs_bytes(self) -> tuple[int, int]:
+        """Sizes of the sandbox's /tmp and /dev/shm."""
+        return tmpfs_sizes(self.memory_bytes)
 
     @classmethod
     def of(cls, sandbox: SandboxSettings | None = None) -> Limits:
@@ -175,9 +187,18 @@ def report(limits: Limits) -> list[tuple[str, bool, str]]:
     cgroup = cgroup_support(limits.cpus is not None)
     via = f"cgroup v{cgroup_version()}"
     disk = loop_disk_support()
+    tmp, shm = (size >> 20 for size in limits.tmpfs_bytes)
+    memory = f"{limits.memory_bytes >> 20} MiB"
     rows = [
         ("processes", True, f"{limits.pids}: RLIMIT_NPROC in the sandbox's user namespace" + ("" if cgroup else f" and {via} pids.max")),
-        ("memory", not cgroup, f"{limits.memory_bytes >> 20} MiB, /tmp included: {via}" if not cgroup else f"not enforced: {cgroup}"),
+        (
+            "memory",
+            not cgroup,
+            f"{memory} for the commands, /tmp and /dev/shm included: {via}, the tool server outside their cgroup"
+            if not cgroup
+            else f"not enforced for the sandbox's total ({cgroup}); {memory} per process (RLIMIT_DATA)",
+        ),
+        ("tmpfs", True, f"/tmp {tmp} MiB and /dev/shm {shm} MiB: sized tmpfs in the sandbox's mount namespace"),
         ("disk", not disk, f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image" if not disk else f"not enforced ({disk}); only a per-file cap"),
     ]
     if limits.cpus is not None:
@@ -199,10 +220,32 @@ def _sweep_stale(parent: Path) -> None:
     """Remove empty sample cgroups a killed runner left behind (a minute old: a live one is never empty that long)."""
     for path in parent.glob(f"{PREFIX}*"):
         try:
-            if time.time() - path.stat().st_mtime > STALE_S and not (path / "cgroup.procs").read_text().strip():
-                path.rmdir()
+            if time.time() - path.stat().st_mtime > STALE_S and not any(p.read_text().strip() for p in path.glob("**/cgroup.procs")):
+                _remove_tree(path)
         except OSError:
             continue
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a cgroup and its children (a cgroup's files go with its directory); a busy one stays."""
+    for child in [p for p in path.iterdir() if p.is_dir()] if path.is_dir() else []:
+        _remove_tree(child)
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _v1_memory(path: Path, limit: int) -> None:
+    (path / "memory.limit_in_bytes").write_text(str(limit))
+    if (path / "memory.memsw.limit_in_bytes").exists():
+        (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+
+
+def _v2_memory(path: Path, limit: int) -> None:
+    (path / "memory.max").write_text(str(limit))
+    if (path / "memory.swap.max").exists():
+        (path / "memory.swap.max").write_text("0")
 
 
 class SampleCgroup:
@@ -216,6 +259,7 @@ class SampleCgroup:
             _sweep_stale(path.parent)
         for path in self.dirs.values():
             path.mkdir()
+        self.memory = self.dirs["memory" if self.version == 1 else ""]
         try:
             self._apply(limits)
         except OSError:
@@ -227,17 +271,20 @@ class SampleCgroup:
 
     def _apply(self, limits: Limits) -> None:
         quota = None if limits.cpus is None else int(limits.cpus * CPU_PERIOD_US)
+        total = limits.memory_bytes + SERVER_RESERVE
         if self.version == 2:
-            self._write("", "memory.max", str(limits.memory_bytes))
-            if (self.dirs[""] / "memory.swap.max").exists():
-                self._write("", "memory.swap.max", "0")
+            _v2_memory(self.memory, total)
             self._write("", "pids.max", str(limits.pids))
             if quota is not None:
                 self._write("", "cpu.max", f"{quota} {CPU_PERIOD_US}")
+            (self.memory / "cgroup.subtree_control").write_text("+memory")
+            (self.memory / SERVER).mkdir()
+            (self.memory / COMMANDS).mkdir()
+            _v2_memory(self.memory / COMMANDS, limits.memory_bytes)
             return
-        self._write("memory", "memory.limit_in_bytes", str(limits.memory_bytes))
-        if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
-            self._write("memory", "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+        _v1_memory(self.memory, total)
+        (self.memory / COMMANDS).mkdir()
+        _v1_memory(self.memory / COMMANDS, limits.memory_bytes)
         self._write("pids", "pids.max", str(limits.pids))
         if quota is not None:
             self._write("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US))
@@ -245,16 +292,25 @@ class SampleCgroup:
 
     @property
     def procs_files(self) -> list[str]:
-        """Where a process writes its pid to join the sample's cgroup(s)."""
+        """Where the tool server writes its pid to join the sample's cgroup(s)."""
+        if self.version == 2:
+            return [str(self.memory / SERVER / "cgroup.procs")]
         return [str(path / "cgroup.procs") for path in self.dirs.values()]
+
+    @property
+    def commands_join_file(self) -> Path:
+        """What the tool server writes to put commands in their memory cgroup: on v1 its threads join
+        (`tasks`), and the commands they fork are born there; on v2 each command moves (`cgroup.procs`)."""
+        return self.memory / COMMANDS / ("cgroup.procs" if self.version == 2 else "tasks")
 
     def _pids(self) -> list[int]:
         pids: set[int] = set()
         for path in self.dirs.values():
-            try:
-                pids.update(int(p) for p in (path / "cgroup.procs").read_text().split())
-            except OSError:
-                continue
+            for procs in path.glob("**/cgroup.procs"):
+                try:
+                    pids.update(int(p) for p in procs.read_text().split())
+                except OSError:
+                    continue
         return sorted(pids)
 
     def kill(self) -> None:
@@ -282,10 +338,7 @@ class SampleCgroup:
 
     def remove(self) -> None:
         for path in self.dirs.values():
-            try:
-                path.rmdir()
-            except OSError:
-                pass
+            _remove_tree(path)
 
 
 class LoopDisk:

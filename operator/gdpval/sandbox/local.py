@@ -129,20 +129,21 @@ def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
     return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
 
 
-def _namespace_args(network: bool, seccomp_fd: int | None, tmp_bytes: int | None, system: Runtime, root: str | None = None) -> list[str]:
+def _namespace_args(network: bool, seccomp_fd: int | None, tmpfs_bytes: tuple[int, int] | None, system: Runtime, root: str | None = None) -> list[str]:
     """Namespaces and privileges: a user namespace whose one uid maps to the uid bubblewrap runs as
     (the runner's, or a root runner's sandbox owner), so the sandbox holds no capability on the host; no capability inside it
-    either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp of
-    `tmp_bytes`. Without a filter (benchmarks only) none of that hardening is applied. The system
+    either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp and
+    /dev/shm of `tmpfs_bytes`. The server is PID 1 of the pid namespace, which its commands cannot
+    kill (see toolserver.py). Without a filter (benchmarks only) none of that hardening is applied. The system
     folders come read-only from `system` (the host's, or an unpacked image's, found at `root` if given)."""
-    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
+    args = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
     if seccomp_fd is not None:
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
         args += ["--unshare-cgroup", "--seccomp", str(seccomp_fd)]
     if not network:
         args.append("--unshare-net")
-    size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
-    return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
+    tmp, shm = (["--size", str(size)] for size in tmpfs_bytes) if tmpfs_bytes is not None else ([], [])
+    return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *tmp, "--tmpfs", "/tmp", *shm, "--tmpfs", "/dev/shm"]
 
 
 def _networked(argv: list[str]) -> list[str]:
@@ -201,7 +202,7 @@ def bwrap_status() -> tuple[bool, str]:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
-    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().memory_bytes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
+    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().tmpfs_bytes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
     argv = _dropping(argv, sandbox_owner())
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
@@ -461,11 +462,11 @@ class LocalSandbox:
         return str(self._view_path(name) if self.owner is not None else host)
 
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
-        tmp_bytes = self.limits.memory_bytes if self.harden else None
+        tmpfs_bytes = self.limits.tmpfs_bytes if self.harden else None
         root = self._source(self.system.root, "root") if self.system.root is not None else None
         args = [
             BWRAP,
-            *_namespace_args(self.network, fds.get("seccomp"), tmp_bytes, self.system, root),
+            *_namespace_args(self.network, fds.get("seccomp"), tmpfs_bytes, self.system, root),
             "--bind",
             self._source(self.workspace, "workspace"),
             contract.WORKSPACE,
@@ -477,7 +478,7 @@ class LocalSandbox:
         args += ["--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
         if self.harden:
-            argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes)]
+            argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes), *self._memory_args(fds)]
         if self.network:
             argv = _networked(argv)
         if not self.harden:
@@ -494,6 +495,12 @@ class LocalSandbox:
         is bubblewrap's own tmpfs. They are read through descriptors this process opened, so a root
         runner's dropped uid reads references it could not open itself. A pod's stage copies them too."""
         return {**{f"/{dataset_path}": host for dataset_path, host in sorted(self.references.items())}, contract.TOOLSERVER: TOOLSERVER}
+
+    def _memory_args(self, fds: dict[str, int]) -> list[str]:
+        """The commands' memory cap: their own cgroup where the sample has one, else a per-process RLIMIT_DATA."""
+        if "commands-cgroup" in fds:
+            return ["--commands-cgroup", str(fds["commands-cgroup"])]
+        return ["--max-data-bytes", str(self.limits.memory_bytes)]
 
     def _prepare_view(self, uid: int, gid: int) -> None:
         """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each folder bubblewrap binds
@@ -581,6 +588,8 @@ class LocalSandbox:
             os.fchown(fds["token"], *self.owner)  # the server opens it by its /proc path, which checks the pipe's owner
         if self.isolated and self.harden:
             fds["seccomp"] = _pipe_holding(seccomp.build())
+            if self._cgroup is not None:  # opened here: the server, dropped and namespaced, could not
+                fds["commands-cgroup"] = os.open(self._cgroup.commands_join_file, os.O_WRONLY | os.O_CLOEXEC)
         if self.isolated:
             fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(self._staged().values()))
         try:

@@ -12,16 +12,26 @@ The bearer token comes from $GDPVAL_SANDBOX_TOKEN (removed from the environment 
 command runs, so commands do not see it casually) or from --token-file. `fd:N` serves an
 already listening socket inherited from the launcher, which keeps the socket's path out of the
 sandbox entirely.
+
+Nothing a command does may stop the server: commands start with the highest OOM score (OomScore), in
+their own memory cgroup when the launcher hands one over (--commands-cgroup, CommandsCgroup), under a
+per-process data cap otherwise (--max-data-bytes); the server is not dumpable, so a command of the same uid cannot
+open its memory, descriptors or OOM score; as PID 1 of its pid namespace (bubblewrap's --as-pid-1, or
+a pod's container) the kernel ignores SIGKILL and SIGSTOP from commands, and the server ignores any
+other signal they send; it reaps the orphans they leave. Requests are served by threads started
+up front, so a command that exhausts the process limit does not leave the server unable to answer.
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import ctypes
 import hmac
 import ipaddress
 import json
 import os
+import queue
 import selectors
 import signal
 import socket
@@ -31,8 +41,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import IO, Optional, Union, cast
+from typing import IO, Any, Optional, Union, cast
 
 TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"
 DEFAULT_MAX_OUTPUT = 30000
@@ -43,6 +54,12 @@ KILL_GRACE_S = 1.0
 DRAIN_AFTER_EXIT_S = 0.5
 TIMEOUT_EXIT_CODE = 124
 READ_CHUNK = 65536
+OOM_SCORE_ADJ_MAX = b"1000"  # commands are the OOM killer's first choice, never the server
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+WORKERS = 8  # requests served at once
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+BLOCKED = {*STOP_SIGNALS, signal.SIGCHLD}  # taken by sigwaitinfo in one thread (_wait_for_stop)
+REAP_EVERY_S = 1.0
 
 
 class CappedOutput:
@@ -82,20 +99,50 @@ class CappedOutput:
 class ProcessRegistry:
     """Running command groups, so shutdown can kill what requests started."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, cgroup: Optional[CommandsCgroup] = None, oom_score: Optional[OomScore] = None) -> None:
+        self.lock = threading.Lock()  # held while a command starts, so the reaper never takes one of ours
         self._procs: set[subprocess.Popen] = set()
+        self.cgroup = cgroup
+        self.oom_score = oom_score
 
-    def add(self, proc: subprocess.Popen) -> None:
-        with self._lock:
+    def start(self, argv: list[str], **popen: object) -> subprocess.Popen:
+        """Start a command that inherits, from the starting thread, the stop signals unblocked and, from
+        the server for that moment, the highest OOM score (no preexec_fn, which would make subprocess
+        fork instead of vfork: 15 ms a call); move it into the commands' cgroup if it was not born there."""
+        with self.lock:
+            mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED)
+            if self.oom_score is not None:
+                self.oom_score.set(OOM_SCORE_ADJ_MAX)
+            try:
+                proc = subprocess.Popen(argv, **popen)  # type: ignore[call-overload]
+            finally:
+                if self.oom_score is not None:
+                    self.oom_score.set(self.oom_score.own)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._procs.add(proc)
+        if self.cgroup is not None:
+            self.cgroup.move(proc.pid)
+        return proc
+
+    def reap_orphans(self) -> None:
+        """Reap exited children that are not our commands: a PID 1 inherits every orphan of its
+        namespace, and each zombie would count against the commands' process limit."""
+        me = str(os.getpid()).encode()
+        with self.lock:
+            ours = {proc.pid for proc in self._procs}
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and int(entry) not in ours and _zombie_child(entry, me):
+                    try:
+                        os.waitpid(int(entry), os.WNOHANG)
+                    except ChildProcessError:
+                        pass
 
     def discard(self, proc: subprocess.Popen) -> None:
-        with self._lock:
+        with self.lock:
             self._procs.discard(proc)
 
     def kill_all(self) -> None:
-        with self._lock:
+        with self.lock:
             procs = list(self._procs)
         for proc in procs:
             kill_group(proc)
@@ -114,13 +161,62 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _live_member(pid: str, pgid: int) -> bool:
+def _stat(pid: str) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...); none when gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
+            return fh.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return False
-    return int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+        return []
+
+
+def _live_member(pid: str, pgid: int) -> bool:
+    fields = _stat(pid)
+    return len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+
+
+class OomScore:
+    """The server's own oom_score_adj, opened before it became non-dumpable (which makes the file
+    root's): raised to the highest while a command starts, so the command inherits it, then put back
+    (an unprivileged process may lower its score down to the one it was started with)."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+        self.own = os.pread(self.fd, 16, 0).strip()
+
+    def set(self, value: bytes) -> None:
+        try:
+            os.pwrite(self.fd, value, 0)
+        except OSError:
+            sys.stderr.write(f"toolserver: cannot set oom_score_adj to {value.decode()}\n")
+
+
+class CommandsCgroup:
+    """The commands' memory cgroup, from a descriptor the launcher opened (the server could not: it
+    cannot see the cgroup file system). On cgroup v1 it is a `tasks` file: each worker thread joins it
+    once, and the commands it forks are born there. On v2 (no per-thread memory cgroup) it is a
+    `cgroup.procs`, and each command is moved after it starts."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_inheritable(fd, False)
+        self.fd = fd
+        self.per_thread = os.readlink(f"/proc/self/fd/{fd}").endswith("/tasks")
+
+    def join(self) -> None:
+        if self.per_thread:
+            os.write(self.fd, b"0")
+
+    def move(self, pid: int) -> None:
+        if not self.per_thread:
+            try:
+                os.write(self.fd, str(pid).encode())
+            except ProcessLookupError:
+                pass
+
+
+def _zombie_child(pid: str, parent: bytes) -> bool:
+    fields = _stat(pid)
+    return len(fields) > 1 and fields[0] == b"Z" and fields[1] == parent
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -147,28 +243,20 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _feed_stdin(pipe, data: bytes) -> None:
-    try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _pump(proc: subprocess.Popen, out: CappedOutput, deadline: float) -> bool:
-    """Read combined output until EOF or the deadline; True when the deadline hit first.
+def _pump(proc: subprocess.Popen, out: CappedOutput, deadline: float, stdin_data: Optional[bytes]) -> bool:
+    """Feed `stdin_data` and read combined output until EOF or the deadline; True when the deadline hit first.
 
     Once the main process has exited, background children that still hold the pipe get a
-    short grace and are then no longer waited for.
+    short grace and are then no longer waited for. No thread is started: one might not be had.
     """
     fd = _stdout(proc).fileno()
     exited_at: Optional[float] = None
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
+        pending = memoryview(stdin_data or b"")
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -177,11 +265,29 @@ def _pump(proc: subprocess.Popen, out: CappedOutput, deadline: float) -> bool:
                 exited_at = now
             if exited_at is not None and now - exited_at >= DRAIN_AFTER_EXIT_S:
                 return False
-            if sel.select(min(deadline - now, 0.1)):
+            for key, _ in sel.select(min(deadline - now, 0.1)):
+                if key.fd != fd:
+                    pending = _feed(proc, pending, sel)
+                    continue
                 data = os.read(fd, READ_CHUNK)
                 if not data:
                     return False
                 out.feed(data)
+
+
+def _feed(proc: subprocess.Popen, pending: memoryview, sel: selectors.BaseSelector) -> memoryview:
+    """Write what the command's stdin takes now; close it once all is written or the command stopped reading."""
+    stdin = cast(IO[bytes], proc.stdin)
+    try:
+        pending = pending[os.write(stdin.fileno(), pending[:READ_CHUNK]) :]
+    except BlockingIOError:
+        return pending
+    except OSError:
+        pending = pending[:0]
+    if not pending:
+        sel.unregister(stdin.fileno())
+        stdin.close()
+    return pending
 
 
 def _drain(fd: int, out: CappedOutput) -> None:
@@ -195,6 +301,19 @@ def _drain(fd: int, out: CappedOutput) -> None:
             if not data:
                 return
             out.feed(data)
+
+
+def _death(returncode: Optional[int]) -> str:
+    """What the model is told when a signal ended its command: a SIGKILL nobody asked for is most
+    often the OOM killer."""
+    if returncode is None or returncode >= 0:
+        return ""
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    hint = ": out of memory?" if returncode == -signal.SIGKILL else ""
+    return f"\n[killed by signal {-returncode} ({name}{hint})]\n"
 
 
 def _exit_code(returncode: Optional[int]) -> int:
@@ -214,7 +333,7 @@ def run_command(
     """Run one command in its own session; the result is the tool response body."""
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        proc = registry.start(
             argv,
             cwd=cwd,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -222,14 +341,11 @@ def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         return _result(f"failed to start {argv[0]}: {exc}\n", 127, False, False, start)
-    registry.add(proc)
     try:
-        if stdin_data is not None:
-            threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin_data), daemon=True).start()
         out = CappedOutput(max_output)
-        timed_out = _pump(proc, out, start + timeout)
+        timed_out = _pump(proc, out, start + timeout, stdin_data)
         if not timed_out:
             timed_out = _wait_until(proc, start + timeout)
         if timed_out:
@@ -239,6 +355,8 @@ def run_command(
         code = TIMEOUT_EXIT_CODE if timed_out else _exit_code(proc.returncode)
         if timed_out:
             text += f"\n[command timed out after {timeout:g} s; its process group was killed]\n"
+        else:
+            text += _death(proc.returncode)
         return _result(text, code, timed_out, truncated, start)
     finally:
         registry.discard(proc)
@@ -293,11 +411,11 @@ def _string_field(body: dict, name: str) -> str:
 class Tools:
     """The two tools, bound to one workspace and interpreter."""
 
-    def __init__(self, workspace: str, python: str, max_output: int) -> None:
+    def __init__(self, workspace: str, python: str, max_output: int, cgroup: Optional[CommandsCgroup] = None, oom_score: Optional[OomScore] = None) -> None:
         self.workspace = workspace
         self.python = python
         self.max_output = max_output
-        self.registry = ProcessRegistry()
+        self.registry = ProcessRegistry(cgroup, oom_score)
 
     def run(self, tool: str, body: dict) -> dict[str, object]:
         timeout = _timeout_of(body)
@@ -396,12 +514,36 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class _ServerMixin:
-    daemon_threads = True
+    """Requests go to WORKERS threads started with the server (start_workers), never to a new thread
+    per request: a command that exhausted the process limit would leave none to be had."""
+
     tools: Tools
     token: str
+    _requests: queue.Queue[tuple[Any, Any]]
+
+    def start_workers(self) -> None:
+        self._requests = queue.Queue()
+        for _ in range(WORKERS):
+            threading.Thread(target=self._work, daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._requests.put((request, client_address))
+
+    def _work(self) -> None:
+        server = cast(socketserver.BaseServer, self)
+        if self.tools.registry.cgroup is not None:
+            self.tools.registry.cgroup.join()
+        while True:
+            request, client_address = self._requests.get()
+            try:
+                server.finish_request(request, client_address)
+            except Exception:
+                server.handle_error(request, client_address)
+            finally:
+                server.shutdown_request(request)
 
 
-class TCPToolServer(_ServerMixin, socketserver.ThreadingMixIn, HTTPServer):
+class TCPToolServer(_ServerMixin, HTTPServer):
     allow_reuse_address = True
 
     def server_bind(self) -> None:
@@ -414,7 +556,7 @@ class TCPv6ToolServer(TCPToolServer):
     address_family = socket.AF_INET6
 
 
-class UnixToolServer(_ServerMixin, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class UnixToolServer(_ServerMixin, socketserver.UnixStreamServer):
     pass
 
 
@@ -510,7 +652,7 @@ def _read_token(token_file: Optional[str]) -> str:
     return token
 
 
-def _watch_lifeline(fd: int) -> None:
+def _watch_lifeline(fd: int, stop: Callable[[], None]) -> None:
     """Stop serving once the launcher is gone, so a killed runner leaves no sandbox behind.
 
     The launcher holds the write end of a pipe and never writes: its death, however it dies, reads
@@ -519,7 +661,42 @@ def _watch_lifeline(fd: int) -> None:
     """
     while os.read(fd, 1):
         pass
-    os.kill(os.getpid(), signal.SIGTERM)
+    stop()
+
+
+def _wait_for_stop(registry: ProcessRegistry, stop: Callable[[], None]) -> None:
+    """Take the stop signals (blocked in every thread, see main) one by one, and stop on the first one
+    that counts. As PID 1 of a pid namespace that is one sent from outside it (the kubelet, the
+    launcher: the kernel shows them with sender pid 0); a command's is ignored. Otherwise any sender
+    counts: one that can signal the server could kill it anyway. As PID 1, each SIGCHLD reaps orphans."""
+    init = os.getpid() == 1
+    while True:
+        info = signal.sigtimedwait(BLOCKED, REAP_EVERY_S)  # a SIGCHLD may land in a thread starting a command
+        if info is None or info.si_signo == signal.SIGCHLD:
+            if init:
+                registry.reap_orphans()
+        elif not init or info.si_pid == 0:
+            stop()
+            return
+        else:
+            sys.stderr.write(f"toolserver: ignored {signal.Signals(info.si_signo).name} from pid {info.si_pid} (a command)\n")
+
+
+def _own_oom_score() -> Optional[OomScore]:
+    try:
+        return OomScore()
+    except OSError as exc:
+        sys.stderr.write(f"toolserver: commands keep the server's OOM score ({exc})\n")
+        return None
+
+
+def _undumpable() -> None:
+    """Make /proc/<pid>/mem, environ, fd and oom_score_adj of the server, and ptrace, refuse processes
+    without capabilities, commands of the same uid included (the kernel resets this on exec)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        sys.stderr.write("toolserver: cannot make the server non-dumpable\n")
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -532,17 +709,20 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--lifeline", type=int, metavar="FD", help="exit when this pipe's writer (the launcher) is gone")
     parser.add_argument("--max-procs", type=int, metavar="N", help="RLIMIT_NPROC of every command (set it only inside a user namespace of its own)")
     parser.add_argument("--max-file-bytes", type=int, metavar="N", help="RLIMIT_FSIZE of every command: the largest file one may write")
+    parser.add_argument("--max-data-bytes", type=int, metavar="N", help="RLIMIT_DATA of every command, where no cgroup caps their memory")
+    parser.add_argument("--commands-cgroup", type=int, metavar="FD", help="a cgroup v1 tasks or v2 cgroup.procs, open for writing, that commands join")
     args = parser.parse_args(argv)
     if args.max_output < 100:
         parser.error("--max-output must be at least 100")
     return args
 
 
-def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int]) -> None:
+def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int], max_data_bytes: Optional[int]) -> None:
     """Hard limits that commands inherit and cannot raise again.
 
     In a user namespace of its own the kernel counts RLIMIT_NPROC over that namespace's tasks only,
-    so it caps the sandbox's processes and threads whether the launcher is root or not.
+    so it caps the sandbox's processes and threads whether the launcher is root or not. RLIMIT_DATA
+    holds the server too, which stays far below any sandbox's memory.
     """
     import resource
 
@@ -550,31 +730,38 @@ def _set_limits(max_procs: Optional[int], max_file_bytes: Optional[int]) -> None
         resource.setrlimit(resource.RLIMIT_NPROC, (max_procs, max_procs))
     if max_file_bytes is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    if max_data_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, (max_data_bytes, max_data_bytes))
 
 
-def _on_term(signum: int, frame: object) -> None:
-    raise SystemExit(0)
+def _ignore(signum: int, frame: object) -> None:
+    """A stop signal that reached a thread while it started a command: its sender is unknown, so it does not count."""
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _ignore)
+    signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)  # before any thread, so all inherit it
     token = _read_token(args.token_file)
-    _set_limits(args.max_procs, args.max_file_bytes)
+    oom_score = _own_oom_score()
+    _undumpable()
+    _set_limits(args.max_procs, args.max_file_bytes, args.max_data_bytes)
+    cgroup = CommandsCgroup(args.commands_cgroup) if args.commands_cgroup is not None else None
     workspace = os.path.abspath(args.workspace)
     os.makedirs(os.path.join(workspace, "deliverable_files"), exist_ok=True)
     server, address = make_server(args.listen)
-    tools = Tools(workspace, args.python, args.max_output)
+    tools = Tools(workspace, args.python, args.max_output, cgroup, oom_score)
     server.tools, server.token = tools, token
-    signal.signal(signal.SIGTERM, _on_term)
+    server.start_workers()
+    stop = threading.Thread(target=server.shutdown, daemon=True).start
+    threading.Thread(target=_wait_for_stop, args=(tools.registry, stop), daemon=True).start()
     if args.lifeline is not None:
-        threading.Thread(target=_watch_lifeline, args=(args.lifeline,), daemon=True).start()
+        threading.Thread(target=_watch_lifeline, args=(args.lifeline, stop), daemon=True).start()
     print(json.dumps({"listening": address}), flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         tools.registry.kill_all()
         server.server_close()
         if args.listen.startswith("unix:"):

@@ -21,7 +21,7 @@ from kubernetes.utils import parse_quantity
 from gdpval import contract as c
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
-from gdpval.settings import RunSettings, SandboxSettings
+from gdpval.settings import RunSettings, SandboxSettings, tmpfs_sizes
 from gdpval.storage import layout
 
 PREPARE_BACKOFF_LIMIT = 3
@@ -119,13 +119,15 @@ def _bytes(quantity: Quantity) -> Decimal:
 
 def volume_sizes(ctx: RunContext) -> dict[str, str]:
     """sizeLimit of each emptyDir of a sample pod: the run's spec, else the chart's, else ours; the
-    workspace is the sandbox's disk and the sandbox's /tmp (a tmpfs) counts against its memory."""
+    workspace is the sandbox's disk; its /tmp and /dev/shm are tmpfs counted in its memory, so sized
+    below it as locally (settings.tmpfs_sizes): filled, they leave the tool server room."""
     sizes = {
         name: str(getattr(ctx.spec.pod.volumes, name) or getattr(ctx.pod_defaults.volumes, name) or getattr(DEFAULT_VOLUMES, name))
         for name in ("references", "scratch")
     }
     sandbox = ctx.spec.sandbox
-    return {**sizes, "workspace": f"{sandbox.disk_mib}Mi", "sandbox-tmp": f"{sandbox.memory_mib}Mi"}
+    tmp, shm = tmpfs_sizes(sandbox.memory_mib)
+    return {**sizes, "workspace": f"{sandbox.disk_mib}Mi", "sandbox-tmp": f"{tmp}Mi", "sandbox-shm": f"{shm}Mi"}
 
 
 def sandbox_limits(sandbox: SandboxSettings) -> dict[str, str]:
@@ -298,10 +300,10 @@ def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:
 def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
     sizes = volume_sizes(ctx)
     dirs = [{"name": v, "emptyDir": {"sizeLimit": sizes[v]}} for v in ("workspace", "references", "scratch")]
-    tmp = {"name": "sandbox-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": sizes["sandbox-tmp"]}}
+    tmp = [{"name": v, "emptyDir": {"medium": "Memory", "sizeLimit": sizes[v]}} for v in ("sandbox-tmp", "sandbox-shm")]
     items = [{"key": c.TOKEN_KEY, "path": c.TOKEN_KEY}]
     token = {"name": "token", "secret": {"secretName": n.token_secret_name(ctx.name), "defaultMode": 0o440, "items": items}}
-    return [*dirs, tmp, token]
+    return [*dirs, *tmp, token]
 
 
 def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
@@ -342,6 +344,7 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
             workspace,
             refs_ro,
             {"name": "sandbox-tmp", "mountPath": c.SCRATCH},
+            {"name": "sandbox-shm", "mountPath": "/dev/shm"},
             {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
         ],
     )
