@@ -14,7 +14,9 @@ the JSON is validated; a PNG must start with the PNG signature.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import resource
 import shutil
@@ -34,6 +36,8 @@ from gdpval.sandbox import runtime
 from gdpval.sandbox.client import SandboxError, SandboxUnavailable
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.local import LocalSandbox, bwrap_status, sandbox_owner
+
+log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 VIEW_JSON_MAX = 1 * MIB
@@ -75,8 +79,26 @@ def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, syste
         return read_rendering(out, name, renderer_label(system))
 
 
-def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) -> Path:
+@functools.cache
+def _child_owner() -> tuple[int, int] | None:
+    """The uid:gid a root runner's host child drops to, or None: when that uid cannot start this
+    interpreter (a pyenv or venv under /root), the child keeps the runner's uid, with its limits, and
+    says so once, rather than leaving every file unrenderable."""
     owner = sandbox_owner()
+    if owner is None:
+        return None
+    probe = ["/usr/bin/setpriv", f"--reuid={owner[0]}", f"--regid={owner[1]}", "--clear-groups", "--", sys.executable, "-I", "-c", "pass"]
+    try:
+        ok = subprocess.run(probe, env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        log.warning("renderer: uid %d cannot start %s; the host child keeps the runner's uid (its memory, CPU and time limits hold)", owner[0], sys.executable)
+    return owner if ok else None
+
+
+def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) -> Path:
+    owner = _child_owner()
     work = scratch / "work"
     work.mkdir()
     shutil.copyfile(source, work / f"in{suffix}")
@@ -87,8 +109,11 @@ def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) ->
     if owner is not None:
         argv = ["/usr/bin/setpriv", f"--reuid={owner[0]}", f"--regid={owner[1]}", "--clear-groups", "--", *argv]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8"}
-    proc = subprocess.Popen(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=lambda: _limit(limits))  # fmt: skip
+    try:
+        proc = subprocess.Popen(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=lambda: _limit(limits))  # fmt: skip
+    except OSError as exc:
+        raise LimitBroken(f"the renderer could not start: {exc}") from None
     try:
         _, stderr = proc.communicate(timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
