@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
-from test_agent_loop import ANSWER, START, FakeClock, StandIn, Tools, completion
-
 from gdpval.agent.loop import AgentLoop, AgentSettings, ModelSettings
 from gdpval.agent.prompt import NUDGE
 from gdpval.agent.transcript import Transcript
+from support.agent_loop import ANSWER, START, FakeClock, StandIn, Tools, completion
 
 
 def tool_call(name: str, arguments: str, call_id: str = "call_1") -> dict:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from test_controller_manifests import ctx
-
 from gdpval.controller.effects import Effects
 from gdpval.controller.memory import RunMemory
 from gdpval.controller.reconcile import Plan
+from support.run_context import ctx
 
 
 class Deleter:
