@@ -32,7 +32,7 @@ venv() {
 
 # The full sandbox image unpacked as the local runtime: gdpval run's default root, which
 # tests/images and the local-runtime tests use (they call this and so wait for it). An unchanged
-# image and runtime take about a second.
+# image and runtime take 2-6 s (measured at load 11-19); a first unpack about 45 s.
 runtime() {
   "$HACK_DIR/images.sh" sandbox-full
   .venv/bin/gdpval runtime build >/dev/null

@@ -53,8 +53,8 @@ def sample_dataset() -> Path:
 
 @pytest.fixture(scope="session")
 def full_runtime() -> None:
-    """The full sandbox image and its unpacked runtime, built before the test (cached: about a
-    second), or waited for while setup's background job builds them under the same lock."""
+    """The full sandbox image and its unpacked runtime, built before the test (cached: 2-6 s), or
+    waited for while setup's background job builds them under the same lock."""
     if os.geteuid() == 0:
         done = subprocess.run([str(HACK / "setup.sh"), "--runtime"], capture_output=True, text=True)
         assert done.returncode == 0, f"hack/setup.sh --runtime failed:\n{done.stderr[-4000:]}"
