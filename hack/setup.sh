@@ -1,39 +1,96 @@
 #!/usr/bin/env bash
-# Set up this checkout on a fresh machine: bubblewrap for local sandboxes and a virtualenv (.venv)
-# with the package and its test tools. With --test, also everything the test suite starts itself
-# (MinIO, Kubernetes binaries, helm, images: see hack/cluster-prereqs.sh; the full sandbox image unpacked
-# as local runs' runtime: gdpval runtime build). Idempotent.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Set up this checkout on a fresh machine: bubblewrap (and passt, for --network) for local sandboxes and a virtualenv (.venv)
+# with the package and its test tools. Idempotent; each step prints a `[step] NAME SECONDS` line.
+#
+#   hack/setup.sh                      bubblewrap and .venv
+#   hack/setup.sh --test               also everything the test suite starts itself: Chromium, MinIO,
+#                                      Kubernetes, helm, images (hack/cluster-prereqs.sh), Kueue, and
+#                                      the full sandbox image unpacked as local runs' runtime
+#   hack/setup.sh --test --background  the same, with the builds in a background job (log:
+#                                      .cache/setup-builds.log), so that `make test` runs the
+#                                      tests that need none of them meanwhile; a test that needs a
+#                                      build waits on that build's lock
+#   hack/setup.sh --wait               wait for the background job; print its steps; fail if it failed
+#   hack/setup.sh --runtime            the full sandbox image and its runtime (cached; under a lock)
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+# This checkout's background job (another checkout may run its own against the same cache).
+BUILDS_LOG="$REPO_ROOT/.cache/setup-builds.log"
+BUILDS_STATUS="$REPO_ROOT/.cache/setup-builds.status"
+
+apt_install() {
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
+venv() {
+  [[ -x .venv/bin/python ]] || "${PYTHON:-python3}" -m venv .venv
+  # Pinned versions resolve without backtracking; the pip cache lives outside git.
+  .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+}
+
+# The full sandbox image unpacked as the local runtime: gdpval run's default root, which
+# tests/images and the local-runtime tests use (they call this and so wait for it). An unchanged
+# image and runtime take 2-6 s (measured at load 11-19); a first unpack about 45 s.
+runtime() {
+  "$HACK_DIR/images.sh" sandbox-full
+  .venv/bin/gdpval runtime build >/dev/null
+}
+
+# Everything slow: the Go builds and the images (hack/cluster-prereqs.sh); beside them the runtime
+# (it needs only the images); after them Kueue, in the background and not waited for (only
+# tests/cluster/test_kueue.py needs it; it waits on the build lock).
+builds() {
+  step "full runtime (beside the Go builds)" with_lock sandbox-runtime runtime &
+  local full=$!
+  step "cluster prerequisites" "$HACK_DIR/cluster-prereqs.sh"
+  nohup "$HACK_DIR/build-tools.sh" kueue >"$CACHE/logs/kueue-build.log" 2>&1 &
+  # LiteLLM's proxy (tests/integration/test_litellm_proxy.py) installs into its own cached venv, in the
+  # background too; the test waits on its lock and says so when the install failed.
+  nohup "$HACK_DIR/litellm.sh" >"$CACHE/logs/litellm-install.log" 2>&1 &
+  wait "$full"
+}
+
+test_setup() {
+  # The report's browser test drives Debian's Chromium through Playwright (no browser download).
+  command -v chromium >/dev/null || step "chromium" apt_install chromium
+  # What every test tier needs: the Debian packages and the trixie debs (quick), before any test.
+  step "apt packages and debs" "$HACK_DIR/cluster-prereqs.sh" --no-build
+  mkdir -p "$CACHE/logs" "$REPO_ROOT/.cache"
+  if [[ "${1:-}" != "--background" ]]; then
+    builds
+    return 0
+  fi
+  rm -f "$BUILDS_STATUS"
+  # setsid and no inherited descriptors: the job outlives make's shell and holds no caller's lock.
+  setsid bash -c '"$0" --builds >"$1" 2>&1; echo $? >"$2"' "$HACK_DIR/setup.sh" "$BUILDS_LOG" "$BUILDS_STATUS" \
+    </dev/null >/dev/null 2>&1 9>&- &
+  log "builds started in the background (log: $BUILDS_LOG)"
+}
+
+wait_builds() {
+  [[ -f "$BUILDS_LOG" ]] || die "no background setup to wait for: run hack/setup.sh --test --background"
+  until [[ -s "$BUILDS_STATUS" ]]; do sleep 2; done
+  grep -h '^\[step\]' "$BUILDS_LOG" >&2 || true
+  local rc
+  rc="$(cat "$BUILDS_STATUS")"
+  [[ "$rc" == 0 ]] || { tail -30 "$BUILDS_LOG" >&2; die "background setup failed ($rc); log: $BUILDS_LOG"; }
+}
+
+case "${1:-}" in
+  --wait) wait_builds; exit 0 ;;
+  --runtime) with_lock sandbox-runtime runtime; exit 0 ;;
+  --builds) builds; exit 0 ;;
+esac
 
 if ! command -v bwrap >/dev/null || ! command -v pasta >/dev/null || ! command -v ip >/dev/null; then
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap passt iproute2
+  step "bubblewrap, passt" apt_install bubblewrap passt iproute2
 fi
 # pasta (--network sandboxes) opens the tun device as the sandbox's unprivileged uid: Debian's udev makes it
 # 0666 (creating an interface still needs CAP_NET_ADMIN in its namespace); machines without udev leave it 0600.
 if [[ -c /dev/net/tun && "$(stat -c %a /dev/net/tun)" != 666 ]]; then chmod 0666 /dev/net/tun; fi
-
-python="${PYTHON:-python3}"
-[[ -x .venv/bin/python ]] || "$python" -m venv .venv
-# Pinned versions resolve without backtracking; the pip cache lives outside git.
-.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
-
+step "virtualenv" venv
 if [[ "${1:-}" == "--test" ]]; then
-  # The report's browser test drives Debian's Chromium through Playwright (no browser download).
-  if ! command -v chromium >/dev/null; then
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
-  fi
-  hack/cluster-prereqs.sh
-  # Kueue (tests/cluster/test_kueue.py only) builds in the background, off setup's critical path;
-  # the test waits for it on the build lock. A cached build returns at once.
-  logs="${GDPVAL_CACHE:-/var/cache/gdpval-dev}/logs"
-  mkdir -p "$logs" && nohup hack/build-tools.sh kueue >"$logs/kueue-build.log" 2>&1 &
-  # LiteLLM's proxy (tests/integration/test_litellm_proxy.py) installs into its own cached venv, in the
-  # background too; the test waits on its lock and says so when the install failed.
-  nohup hack/litellm.sh >"$logs/litellm-install.log" 2>&1 &
-  # The full sandbox image (built just above) unpacked as the local runtime: gdpval run's default root,
-  # which tests/images and the local-runtime tests use. About 25 s once; an unchanged image, 1 s.
-  .venv/bin/gdpval runtime build >/dev/null
+  test_setup "${2:-}"
 fi

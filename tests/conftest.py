@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,11 +20,12 @@ if _TESTS not in sys.path:
 from gdpval.render.cache import CACHE_ENV  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
-from infra.paths import cache_dir  # noqa: E402
+from infra.paths import HACK, cache_dir  # noqa: E402
 from support.standins import sample_dataset_path  # noqa: E402
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
+_IMAGES = Path(_TESTS) / "images"
 
 
 def pytest_configure(config):
@@ -36,15 +38,33 @@ def render_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "render-cache"))
 
 
+def _phase(item: pytest.Item) -> int:
+    """Tests needing nothing built first, so they run while setup's background builds do (`make test`);
+    then the image tests, the cluster tests, and last the teardown test, which stops the cluster."""
+    if item.get_closest_marker(_TEARDOWN_MARK):
+        return 3
+    if item.get_closest_marker("cluster"):
+        return 2
+    return 1 if _IMAGES in Path(str(item.path)).parents else 0
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run cluster teardown tests last: they stop the cluster every other cluster test uses."""
-    items.sort(key=lambda item: item.get_closest_marker(_TEARDOWN_MARK) is not None)
+    items.sort(key=_phase)
 
 
 @pytest.fixture(scope="session")
 def sample_dataset() -> Path:
     """The 12-task GDPval sample shared beside the checkout (parquet only; see support.standins)."""
     return sample_dataset_path()
+
+
+@pytest.fixture(scope="session")
+def full_runtime() -> None:
+    """The full sandbox image and its unpacked runtime, built before the test (cached: 2-6 s), or
+    waited for while setup's background job builds them under the same lock."""
+    if os.geteuid() == 0:
+        done = subprocess.run([str(HACK / "setup.sh"), "--runtime"], capture_output=True, text=True)
+        assert done.returncode == 0, f"hack/setup.sh --runtime failed:\n{done.stderr[-4000:]}"
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_support import Kube, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 
 from gdpval.fakemodel.server import start_background
+from support.operator import Kube, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

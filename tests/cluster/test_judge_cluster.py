@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from operator_support import Kube, OperatorProcess, operator_namespace, run_folder
 
 from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL
 from support import stress
+from support.operator import Kube, OperatorProcess, operator_namespace, run_folder
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from operator_support import OperatorNamespace, operator_namespace
 
 from gdpval.controller.pure.queue import EVICTED, QUEUED, workload_name
 from gdpval.fakemodel.server import start_background
 from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, kueue_manager
+from support.operator import OperatorNamespace, operator_namespace
 from support.polling import wait_until
 from support.standins import make_standin_dataset
 from support.watching import EventRecorder, api_client

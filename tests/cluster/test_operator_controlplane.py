@@ -23,7 +23,6 @@ import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from operator_support import CRD, INVALID, OperatorProcess, free_port, run_manifest
 
 from gdpval.controller.effects.s3 import open_output
 from gdpval.controller.pure import api, queue
@@ -35,6 +34,7 @@ from gdpval.storage import layout
 from infra.paths import cache_dir, versions
 from support import runs
 from support.controlplane import binaries
+from support.operator import CRD, INVALID, OperatorProcess, free_port, run_manifest
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster]

@@ -14,11 +14,10 @@ import json
 import time
 
 import pytest
-from test_network_policy import BYSTANDER_PORT, METADATA, addr, bystander, endpoint, model_control, node_listener, probe  # noqa: F401  (fixtures)
-from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
 
 from gdpval import contract
 from gdpval.controller.pure import names as n
+from support.netprobe import BYSTANDER_PORT, METADATA, addr, endpoint, model_control, probe
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -56,7 +55,7 @@ def cpu_quota(seen: dict) -> float:
     return int(quota) / int(period)
 
 
-def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env):  # noqa: F811
+def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env):
     model_control(env.model_url, "hold", {"after": 1})
     try:
         name = env.submit("limits", selection={"limit": 1}, sandbox=SANDBOX, pod={"volumes": VOLUMES})
@@ -95,12 +94,12 @@ def test_sample_pod_runs_with_the_sandbox_limits_and_its_token_from_a_secret(env
         ({"resources": {"sandbox": {"limits": {"memory": "4 GB"}}}}, "values must be quantities"),
     ],
 )
-def test_the_api_server_refuses_sizes_that_are_not_quantities(env, pod, message):  # noqa: F811
+def test_the_api_server_refuses_sizes_that_are_not_quantities(env, pod, message):
     done = env.kube.run("apply", "--dry-run=server", "-f", "-", input=json.dumps(env.manifest("bad-size", pod=pod)), check=False)
     assert done.returncode != 0 and message in done.stderr, done.stderr
 
 
-def test_network_on_sample_reaches_everything_but_the_metadata_address(env, bystander, node_listener):  # noqa: F811
+def test_network_on_sample_reaches_everything_but_the_metadata_address(env, bystander, node_listener):
     """A network-on sample is selected by its run's egress policy (kube-router then refuses whatever
     the policy does not allow) and still reaches what a network-off sample may not: another node
     port and another pod. The metadata address is not open; this cluster's host drops anything
@@ -122,7 +121,7 @@ def test_network_on_sample_reaches_everything_but_the_metadata_address(env, byst
     env.wait_condition(name, "Succeeded")
 
 
-def test_a_sample_writing_past_its_disk_is_evicted_by_the_kubelet(env):  # noqa: F811
+def test_a_sample_writing_past_its_disk_is_evicted_by_the_kubelet(env):
     """The model fills /workspace past spec.sandbox.diskMiB: the kubelet's eviction manager measures
     the emptyDir against its sizeLimit and evicts the pod, naming the volume."""
     fill = {"bash": "head -c 200M /dev/zero > /workspace/fill; sleep 170"}

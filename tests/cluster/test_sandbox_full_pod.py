@@ -12,12 +12,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from operator_support import operator_namespace, project_images, result_keys, run_folder
 
 from gdpval.fakemodel.server import SCRIPT_BODY_FIELD, start_background
 from gdpval.storage import layout
 from infra.paths import REPO_ROOT
 from support.office_task import FILES, STEPS
+from support.operator import operator_namespace, project_images, result_keys, run_folder
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -15,16 +15,16 @@ import urllib.request
 
 import pyarrow.parquet as pq
 import pytest
-from operator_support import (
+
+from gdpval.fakemodel.script import parse_inventory
+from gdpval.fakemodel.server import start_background
+from support import stress
+from support.operator import (
     assert_committed_once,
     operator_namespace,
     result_keys,
     run_folder,
 )
-
-from gdpval.fakemodel.script import parse_inventory
-from gdpval.fakemodel.server import start_background
-from support import stress
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -40,7 +40,7 @@ def recorded(run: Run) -> tuple[str, str]:
     return json.loads((run.output / "runs/t/run.json").read_text())["runtime"], json.loads(info.read_text())["runtime"]
 
 
-def test_the_office_task_succeeds_in_the_full_runtime(standin_dataset, scripted_model, tmp_path):
+def test_the_office_task_succeeds_in_the_full_runtime(full_runtime, standin_dataset, scripted_model, tmp_path):
     full = runtime.current()
     assert full is not None and full.info is not None, f"no full runtime in {runtime.runtimes_dir()}: {runtime.BUILD_IT}"
     run = office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "full")

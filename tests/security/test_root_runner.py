@@ -51,7 +51,7 @@ def test_root_only_host_files_are_refused_and_the_task_succeeds(run_script) -> N
     assert_root_only_files_refused(run)
 
 
-def test_root_only_files_are_refused_in_the_full_runtime(run_script) -> None:
+def test_root_only_files_are_refused_in_the_full_runtime(full_runtime, run_script) -> None:
     """The full runtime, unpacked under root's private home, is read by the dropped uid all the same."""
     full = runtime.current()
     assert full is not None and full.root is not None, f"no full runtime in {runtime.runtimes_dir()}: {runtime.BUILD_IT}"

@@ -131,7 +131,7 @@ _WITH_METRICS_CERTS = 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/up
 class KueueManager:
     """One Kueue manager process and the webhook configurations pointing at it."""
 
-    kube: Any  # operator_support.Kube, for the test's namespace
+    kube: Any  # support.operator.Kube, for the test's namespace
     folder: Path
     health_port: int
     proc: subprocess.Popen

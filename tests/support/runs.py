@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gdpval.dataset.models import DatasetRef, Sample, Task
-from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest
+from gdpval.manifest import ManifestEntry, RunOwner, RunRecord, dump_manifest
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, Usage
 from gdpval.settings import RunSettings
 from gdpval.storage import Storage, layout
+from gdpval.storage.local import LocalStorage
 
 
 def task(task_id: str, **fields: object) -> Task:
@@ -86,3 +89,12 @@ def commit(
     storage.put_text(layout.attempt_keys(run, sample, attempt).transcript, "{}\n")
     if result is not None:
         storage.put_text(layout.result(run, sample, attempt), result.model_dump_json())
+
+
+def owned(root: Path, run: str, owner: RunOwner | None) -> tuple[LocalStorage, RunRecord]:
+    """A prepared cluster run's folder in local storage at `root`: its run.json names `owner`."""
+    storage = LocalStorage(root)
+    made = record(run).model_copy(update={"owner": owner})
+    storage.put_text(layout.manifest(run), "")
+    storage.put_text(layout.run_json(run), made.dump())
+    return storage, made

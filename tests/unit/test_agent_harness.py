@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 
-from test_agent_loop import ANSWER, START, FakeClock, StandIn, Tools, completion
-
 from gdpval.agent.loop import AgentLoop, AgentSettings, ModelSettings
 from gdpval.agent.prompt import CUT_OFF, ELIDED, NUDGE
 from gdpval.agent.tools import CUT_OFF_CALL
 from gdpval.agent.transcript import Transcript
+from support.agent_loop import ANSWER, START, FakeClock, StandIn, Tools, completion
 
 
 def tool_call(name: str, arguments: str, call_id: str = "call_1") -> dict:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from test_controller_manifests import ctx
-
 from gdpval.controller.effects.apply import Effects
 from gdpval.controller.effects.memory import RunMemory
-from gdpval.controller.types import Plan
+from gdpval.controller.pure.decide import Plan
+from support.run_context import ctx
 
 
 class Deleter:

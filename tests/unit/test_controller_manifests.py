@@ -13,19 +13,11 @@ from gdpval import contract
 from gdpval.controller.effects.worker import Defaults
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import POD_DEFAULTS_ENV, QUANTITY_REGEX, GdpvalRunSpec, PodDefaults
+from gdpval.controller.pure.api import POD_DEFAULTS_ENV, QUANTITY_REGEX, PodDefaults
 from gdpval.settings import RunSettings
+from support.run_context import ctx
 
 LONG_RUN = "a-very-long-gdpval-run-name-that-goes-on-and-on-for-sixty-chars"
-
-
-def ctx(name="demo", **spec) -> m.RunContext:
-    base = {
-        "model": {"name": "gpt-x", "baseURL": "http://10.250.0.1:8000/v1", "apiKeySecretRef": {"name": "openai", "key": "api-key"}},
-        "output": {"url": "s3://bucket/pre", "endpoint": "http://10.250.0.1:9000", "credentialsSecret": {"name": "s3creds"}},
-    }
-    base.update(spec)
-    return m.RunContext(name, "ns", "uid-1", GdpvalRunSpec.model_validate(base), "agent:1", "sandbox:1")
 
 
 def containers(pod):

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from gdpval import contract
 from gdpval.errors import RunConflict
-from gdpval.manifest import RunOwner, RunRecord
+from gdpval.manifest import RunOwner
 from gdpval.runner.prepare import load_and_plan, save_or_resume
 from gdpval.settings import leaves
 from gdpval.storage import layout
-from gdpval.storage.local import LocalStorage
 from support import runs
 
 OWNER = RunOwner(namespace="team", name="r1", uid="0f3c9a7e-5b1d")
 RUN = layout.cluster_run(OWNER.namespace, OWNER.name, OWNER.uid)
-
-
-def _stored(tmp_path: Path, owner: RunOwner | None) -> tuple[LocalStorage, RunRecord]:
-    storage = LocalStorage(tmp_path / "out")
-    record = runs.record(RUN).model_copy(update={"owner": owner})
-    storage.put_text(layout.manifest(RUN), "")
-    storage.put_text(layout.run_json(RUN), record.dump())
-    return storage, record
 
 
 def test_storage_names_are_unique_per_run_and_readable():
@@ -38,7 +23,7 @@ def test_storage_names_are_unique_per_run_and_readable():
 
 @pytest.mark.parametrize("stored", [RunOwner(namespace="other", name="r1", uid="0f3c9a7e-5b1d"), None], ids=["another-run", "no-owner"])
 def test_prepare_refuses_run_json_of_another_owner(tmp_path, stored):
-    storage, record = _stored(tmp_path, stored)
+    storage, record = runs.owned(tmp_path / "out", RUN, stored)
     with pytest.raises(RunConflict, match="delete that folder .* or create a new GdpvalRun") as refused:
         load_and_plan(storage, RUN, leaves(record.settings), tmp_path / "cache", flags=False, owner=OWNER)
     assert ("GdpvalRun other/r1" if stored else "a run without an owner") in str(refused.value)
@@ -47,23 +32,9 @@ def test_prepare_refuses_run_json_of_another_owner(tmp_path, stored):
 
 
 def test_prepare_refuses_other_pinned_settings_of_its_own_run(tmp_path):
-    storage, record = _stored(tmp_path, OWNER)
+    storage, record = runs.owned(tmp_path / "out", RUN, OWNER)
     given = leaves(record.settings.model_copy(update={"agent": record.settings.agent.model_copy(update={"max_steps": 7})}))
     with pytest.raises(RunConflict, match=r"spec.agent.maxSteps 7 \(the run has 250\)"):
         load_and_plan(storage, RUN, given, tmp_path / "cache", flags=False, owner=OWNER)
     resumed, _, was_resumed = save_or_resume(storage, record.model_copy(update={"owner": OWNER}), [])
     assert was_resumed and resumed.owner == OWNER
-
-
-def test_the_prepare_command_exits_with_the_conflict_code(tmp_path):
-    storage, record = _stored(tmp_path, None)
-    settings = record.settings.model_copy(update={"output": record.settings.output.model_copy(update={"url": str(tmp_path / "out")})})
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "gdpval"), "prepare", "--run-name", RUN, "--owner", "team/r1/0f3c9a7e-5b1d", "--cache-dir", str(tmp_path / "c")],
-        env={"PATH": "/usr/bin:/bin", contract.SETTINGS_ENV: json.dumps(settings.wire())},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == contract.EXIT_RUN_CONFLICT, done.stderr
-    assert done.stderr.startswith("error: ") and "belongs to a run without an owner" in done.stderr

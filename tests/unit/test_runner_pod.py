@@ -8,11 +8,10 @@ import pytest
 
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ReferenceFile
-from gdpval.runner.pod import STAGE_CONCURRENCY, run_sample, stage
+from gdpval.runner.pod import run_sample, stage
 from gdpval.runner.prepare import save_or_resume
-from gdpval.storage import NotFound, layout
+from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
-from gdpval.storage.s3 import S3Storage
 from support import runs
 
 RUN = "r1"
@@ -71,21 +70,3 @@ def test_a_run_prepared_without_entry_objects_is_staged_from_its_manifest(tmp_pa
         stage(storage, RUN, "nope-r0", tmp_path / "refs")
     with pytest.raises(GdpvalError, match="is not prepared"):
         stage(storage, "other", "nope-r0", tmp_path / "refs")
-
-
-def test_stage_from_s3_fetches_every_reference_read_only_and_leaves_nothing_of_a_missing_one(s3, s3_env, tmp_path):
-    storage = S3Storage(s3.make_bucket(), "gdpval")
-    names = [f"ref-{i}-\u00e9\u4e2d.txt" for i in range(2 * STAGE_CONCURRENCY + 1)]  # more files than downloads in flight
-    refs = []
-    for i, name in enumerate(names):
-        key = f"datasets/d/reference_files/h{i}/{name}"
-        storage.put_bytes(key, name.encode() * (i * 50_000 + 1))  # up to a few chunks of the stream
-        refs.append(ReferenceFile(path=f"reference_files/h{i}/{name}", key=key))
-    (entry,) = runs.entries([runs.task("t1")])
-    save_or_resume(storage, runs.record(RUN), [entry.model_copy(update={"references": refs})])
-    staged = stage(storage, RUN, entry.sample.sample_id, tmp_path / "refs")
-    assert [p.relative_to(tmp_path / "refs").as_posix() for p in staged] == [f"h{i}/{name}" for i, name in enumerate(names)]
-    assert all(p.read_bytes() == p.name.encode() * (i * 50_000 + 1) and not p.stat().st_mode & 0o222 for i, p in enumerate(staged))
-    with pytest.raises(NotFound):
-        storage.get_file("datasets/d/reference_files/gone.txt", tmp_path / "gone" / "gone.txt")
-    assert list((tmp_path / "gone").iterdir()) == []

@@ -19,23 +19,17 @@ Example counts are small and derandomized, so CI sees the same cases every time.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import httpx2
 import openai
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given
 from kubernetes.client import ApiClient
 
 from gdpval import contract
@@ -54,50 +48,12 @@ from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manife
 from gdpval.report import write_report
 from gdpval.runner.attempt import Attempt, SandboxView, commit, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus, storable
-from gdpval.sandbox import runtime
 from gdpval.settings import RunSettings
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from gdpval.submission.build import build_submission
 from support import runs
-
-PROFILE = settings(
-    max_examples=25,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-
-SEPARATORS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r", "\r\n", "\n", "\t"]
-BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"]
-ODD = [
-    "\x00",
-    "\x7f",
-    "\ufeff",
-    "\u200b",
-    "\u200d",
-    "\ufffe",
-    "\uffff",
-    "\ufffd",
-    "\U0001f600",
-    "\U0001d518",
-    "\U000e0001",
-    "\U0010ffff",
-    "\\",
-    '"',
-    "\\u2028",
-    "{}",
-    "'",
-]
-LONE = ["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"]
-EVERY_LISTED = "".join(SEPARATORS + BIDI + ODD)
-
-_CHARACTERS = st.characters(exclude_categories=["Cs"])  # every category but lone surrogates
-_PIECES = st.one_of(st.text(_CHARACTERS, max_size=6), st.sampled_from(SEPARATORS + BIDI + ODD))
-TEXT = st.lists(_PIECES, max_size=10).map("".join)
-NAME = TEXT.filter(lambda s: 0 < len(s) <= 256)
-WITH_LONE = st.lists(st.one_of(_PIECES, st.integers(0xD800, 0xDFFF).map(chr)), max_size=10).map("".join)
+from support.text import EVERY_LISTED, LONE, NAME, PROFILE, TEXT, WITH_LONE
 
 
 def json_equal(text: str) -> str:
@@ -171,27 +127,6 @@ def test_run_json(storage, text, name):
     )
     storage.put_text(layout.run_json("r"), record.dump())
     assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))) == record
-
-
-@PROFILE
-@given(text=TEXT, name=NAME.filter(lambda s: "\x00" not in s and "=" not in s))
-def test_runtime_json_and_the_runtime_a_run_records(storage, tmp_path, text, name):
-    """runtime.json as `gdpval runtime build` writes it beside an unpacked root (the image's reference
-    and environment) and `gdpval run` reads it; the runtime label in run.json and submission_info.json."""
-    image = tmp_path / "image"
-    (image / "usr/bin").mkdir(parents=True, exist_ok=True)
-    (image / "usr/bin/python3").touch()
-    digest = "sha256:" + hashlib.sha256(json.dumps([text, name]).encode()).hexdigest()
-    made, _ = runtime.unpack(text, digest, {name: text, "PATH": "/usr/bin"}, ["tar", "-c", "-C", str(image), "."], tmp_path / "runtimes")
-    assert made.root is not None and runtime.load(made.root.parent) == made
-    assert made.info is not None and made.info.image == text and made.env[name] == text
-    label = runtime.Runtime(root=tmp_path / name.replace("/", "_") / "rootfs").label
-    storage.put_text(layout.run_json("r"), runs.record("r").model_copy(update={"runtime": label}).dump())
-    storage.put_text(layout.manifest("r"), "")
-    assert RunRecord.model_validate_json(storage.get_text(layout.run_json("r"))).runtime == label
-    build_submission(storage, "r")
-    (info,) = [key for key in storage.list(layout.submission("r")) if key.endswith("submission_info.json")]
-    assert json.loads(storage.get_text(info))["runtime"] == label
 
 
 # --- result.json, the transcript, results.parquet and the submission parquet ------------------
@@ -472,29 +407,6 @@ def test_dataset_text_that_is_not_utf8_is_refused():
     pq.write_table(pa.table(columns), buffer)
     with pytest.raises(DatasetError, match="not UTF-8.*re-download"):
         read_tasks("data/train.parquet", buffer.getvalue())
-
-
-@pytest.mark.parametrize("flag", ["--model", "--system-prompt", "--sector"])
-def test_settings_that_are_not_utf8_are_refused_in_one_line(flag, tmp_path):
-    """Bytes that are not UTF-8 on the command line arrive as lone surrogates; the run refuses them before writing run.json."""
-    gdpval = str(Path(sys.executable).with_name("gdpval"))
-    argv = [
-        gdpval,
-        "run",
-        "--dataset",
-        str(tmp_path),
-        "--model",
-        "m",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        "--output",
-        str(tmp_path / "out"),
-        flag,
-        "bad\udcff",
-    ]
-    done = subprocess.run([os.fsencode(a) for a in argv], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and flag in done.stderr, done.stderr
-    assert not list(tmp_path.rglob("run.json"))
 
 
 # --- the HTML report ----------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from test_chart import CHART, of_kind, render
+
+from support.chart import CHART, of_kind, render
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ROOT / "crds"

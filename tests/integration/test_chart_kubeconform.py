@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
-from test_chart import CHART, VARIANTS, render_text, require_tool
 
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure.api import GdpvalRunSpec
+from support.chart import CHART, VARIANTS, render_text, require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
