@@ -19,7 +19,7 @@ from gdpval.sandbox import bwrap_status
 from gdpval.storage import layout
 from support import stress
 from support.cli import gdpval, run_args
-from support.gold_search import PREFIX, found, search_code
+from support.gold_search import PREFIX, found, search_code, tool_outputs
 
 TASKS = 2
 
@@ -47,7 +47,7 @@ def test_a_sandbox_searching_everything_finds_no_gold_the_judge_mirrored(dataset
 
     model = urlparse(scripted_model.base_url)
     addresses = [(model.hostname, model.port), ("127.0.0.1", model.port)]
-    code = search_code(addresses).replace("NAMES = (", f"NAMES = {tuple(gold_names)!r} + (", 1)
+    code = search_code(addresses, [scripted_model.base_url + "/models"], gold_names)
     control = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     seen_on_host = json.loads(control.stdout.split(PREFIX, 1)[1])
     assert seen_on_host["hits"] and seen_on_host["names"]  # on the host, the same search finds the mirrored gold
@@ -62,6 +62,6 @@ def test_a_sandbox_searching_everything_finds_no_gold_the_judge_mirrored(dataset
     for transcript in transcripts:
         text = transcript.read_text()
         report = found(text)
-        assert report["read"] > 1000 and report["hits"] == [] and report["names"] == [] and report["answered"] == [], report
-        outputs = [e["content"] for e in map(json.loads, filter(None, text.split("\n"))) if e.get("event") == "tool_result" and e.get("name") == "bash"]
+        assert report["read"] > 1000 and report["hits"] == [] and report["names"] == [] and report["answered"] == report["fetched"] == [], report
+        outputs = tool_outputs(text, "bash")
         assert len(outputs) == 1 and "FIND-DONE" in outputs[0] and not any(name in outputs[0] for name in gold_names), outputs

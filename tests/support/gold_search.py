@@ -2,20 +2,22 @@
 
 The marker is built at run time, so the script's own text (which the sandbox may keep in a file) never matches.
 `SEARCH` prints one line `GOLD-SEARCH {json}`: files read, files whose bytes (or zip members) carry the gold
-marker, paths named like the judge's folders, and whether any address the run knows answered.
+marker, paths named like the gold's files or the judge's folders, which addresses accepted a connection,
+and which URLs answered a credential-less GET.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 PREFIX = "GOLD-SEARCH "
 SEARCH = r"""
-import json, os, socket, sys, zipfile
+import json, os, socket, sys, urllib.request, zipfile
 MARK = ("GOLD" + "-ANSWER").encode()
 NAMES = ("judge" + "-only", "gold" + ".json", "judge" + "-calls")
-root, addresses = sys.argv[1] if len(sys.argv) > 1 else "/", ADDRESSES
+root, addresses, urls = sys.argv[1] if len(sys.argv) > 1 else "/", ADDRESSES, URLS
 hits, names, read = [], [], 0
 def carries(path, data):
     if MARK in data:
@@ -51,13 +53,22 @@ for host, port in addresses:
             answered.append(f"{host}:{port}")
     except OSError:
         pass
-print("GOLD-SEARCH " + json.dumps({"read": read, "hits": hits, "names": names, "answered": answered}))
+fetched = []
+for url in urls:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = response.read(20_000_000)
+        fetched.append(url + (" (carries the marker)" if MARK in body else ""))
+    except Exception:
+        pass
+print("GOLD-SEARCH " + json.dumps({"read": read, "hits": hits, "names": names, "answered": answered, "fetched": fetched}))
 """
 
 
-def search_code(addresses: list[tuple[str, int]]) -> str:
-    """The search as python_exec code, trying `addresses` (the storage and model endpoints the run knows)."""
-    return SEARCH.replace("ADDRESSES", repr(addresses))
+def search_code(addresses: Sequence[tuple[str, int]], urls: Sequence[str] = (), names: Sequence[str] = ()) -> str:
+    """The search as python_exec code: connecting to `addresses`, fetching `urls` without credentials (the gold's
+    own keys in the storage), looking for files named `names` besides the judge's folder names."""
+    return SEARCH.replace("ADDRESSES", repr(addresses)).replace("URLS", repr(list(urls))).replace("NAMES = (", f"NAMES = {tuple(names)!r} + (", 1)
 
 
 def found(transcript: str) -> dict[str, Any]:
@@ -80,3 +91,9 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def tool_outputs(transcript: str, tool: str) -> list[str]:
+    """The outputs of every call of `tool` in a transcript."""
+    events = [json.loads(line) for line in transcript.split("\n") if line.strip()]
+    return [e["content"] for e in events if e.get("event") == "tool_result" and e.get("name") == tool]
