@@ -261,8 +261,11 @@ class OutputSettings(SettingsModel):
     region: Annotated[str | None, Flag(("--s3-region",))] = Field(default=None, max_length=64, description="S3 region; empty means AWS_REGION or us-east-1.")
 
 
+JudgeMethod = Literal["rubric", "pairwise", "both"]
+
+
 class JudgeSettings(SettingsModel):
-    """The local rubric judge (`gdpval judge`): scores against each task's rubric, a local estimate, not the official GDPval grade."""
+    """The local judge (`gdpval judge`): rubric points and/or wins-or-ties against the gold, a local estimate, not the official GDPval grade."""
 
     model: str = Field(min_length=1, max_length=256, description="Model name of the judge.")
     base_url: str = Field(
@@ -270,6 +273,11 @@ class JudgeSettings(SettingsModel):
     )
     concurrency: int = Field(default=4, ge=1, le=64, description="Samples judged at once.")
     tries: int = Field(default=3, ge=1, le=10, description="Tries per sample on server errors and malformed replies; then the sample is a judge failure.")
+    method: JudgeMethod = Field(
+        default="rubric",
+        description="rubric: points against each task's rubric; pairwise: wins-or-ties against the experts' deliverables (the gold), "
+        "both orders, a local estimate against the public gold, not OpenAI's grade; both.",
+    )
 
 
 class PriceSettings(SettingsModel):

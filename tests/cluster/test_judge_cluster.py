@@ -4,12 +4,16 @@ by a Job after assembly and Succeeds with status.judge; a judge that cannot work
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
+from urllib.parse import urlparse
 
 import pytest
 
 from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL
+from gdpval.judge.verdicts import PAIRWISE_LABEL
 from support import stress
+from support.gold_search import found, search_code, tool_outputs
 from support.operator import Kube, OperatorProcess, operator_namespace, run_folder
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -54,3 +58,48 @@ def test_a_judged_run_succeeds_with_its_estimate_and_a_failed_judge_does_not_fai
 
     failed = succeeded(kube, operator, "misjudged")
     assert failed["judge"]["state"] == "Failed" and "the judge Job" in failed["judge"]["message"] and failed["submissionURI"]
+
+
+def gold_keys(client, bucket: str) -> list[str]:
+    """The gold the judge Job mirrored into the run's bucket (judge-only/), as object keys."""
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="out/judge-only/")
+    return [o["Key"] for o in listed.get("Contents", ())]
+
+
+def test_a_pairwise_judged_run_carries_its_totals_and_no_sample_pod_reaches_the_gold(env, cluster_s3):
+    """spec.judge.method pairwise: the judge Job mirrors the gold and status.judge.pairwise carries the totals. Then a
+    run whose sample pods search their sandbox's whole file system, connect to every address they know and fetch
+    the gold's own keys without credentials finds none of it."""
+    kube, operator, client, bucket, manifest = env
+    paired = manifest("paired", "scripted")
+    paired["spec"]["judge"]["method"] = "pairwise"
+    kube.apply(paired)
+    status = succeeded(kube, operator, "paired")
+    judge, pairwise = status["judge"], status["judge"]["pairwise"]
+    assert judge["method"] == "pairwise" and judge["state"] == "Succeeded" and judge["label"] == PAIRWISE_LABEL
+    assert pairwise["samples"] == TASKS and pairwise["failed"] == 0 and pairwise["wins"] + pairwise["ties"] + pairwise["losses"] == TASKS
+    assert pairwise["resultsURI"] == f"{status['storageURI']}/judge/pairwise/gold/results.json" and pairwise["winsOrTies"] is not None
+    keys = gold_keys(client, bucket)
+    assert any(k.endswith("/gold.json") for k in keys)
+
+    endpoint = urlparse(cluster_s3.endpoint_url)
+    model = urlparse(paired["spec"]["model"]["baseURL"])
+    gold_names = sorted({PurePosixPath(k).name for k in keys if "/deliverable_files/" in k})
+    code = search_code(
+        [(endpoint.hostname, endpoint.port), (model.hostname, model.port)], [f"{cluster_s3.endpoint_url}/{bucket}/{k}" for k in keys], gold_names
+    )
+    find = "find / \\( -path /proc -o -path /sys \\) -prune -o -iname '*final*' -print 2>/dev/null; echo FIND-DONE"
+    hunt = manifest("hunt", "scripted")
+    hunt["spec"].pop("judge")
+    hunt["spec"]["model"]["extraBody"] = {"fake_script": [{"bash": find}, {"python_exec": code}]}
+    kube.apply(hunt)
+    done = succeeded(kube, operator, "hunt")
+    prefix = f"out/runs/{run_folder(done)}/samples/"
+    transcripts = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", ()) if o["Key"].endswith("/transcript.jsonl")]
+    assert len(transcripts) >= TASKS
+    for key in transcripts:
+        text = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        report = found(text)
+        [listed] = tool_outputs(text, "bash")
+        assert "FIND-DONE" in listed and not any(name in listed for name in gold_names), listed
+        assert report["read"] > 100 and report["hits"] == [] and report["names"] == [] and report["fetched"] == [], report

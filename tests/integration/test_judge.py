@@ -10,6 +10,7 @@ from gdpval.agent.client import make_client
 from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL, load_results, load_scores
 from gdpval.judge.run import JudgeError, JudgeOptions, judge_run
+from gdpval.judge.usage import Prices
 from gdpval.sandbox import runtime
 from gdpval.settings import OutputSettings
 from gdpval.storage import layout, open_storage
@@ -141,3 +142,17 @@ def test_a_run_in_s3_is_judged_with_the_endpoint_given_on_the_command_line(s3, j
     assert json.loads(done.stdout)["results"] == f"s3://{bucket}/out/{layout.judge_results(RUN)}"
     bad = gdpval(*judge, "--s3-endpoint", "ftp://nowhere", env=env)
     assert bad.returncode == 2 and "--output/--s3-*" in bad.stderr
+
+
+def test_the_rubric_judge_records_its_own_tokens_and_cost(storage, judge_model):
+    """Judge spend is counted per sample and per run, priced when prices are given, apart from the agent's usage."""
+    judged = judge(storage, judge_model, prices=Prices(prompt=2.0, completion=8.0))
+    scores = {s.task_id: s for s in judged.results.samples}
+    spent = scores["all-types"].usage
+    assert spent.calls == 1 and spent.prompt_tokens > 0 and spent.completion_tokens > 0
+    assert spent.cost == round((spent.prompt_tokens * 2 + spent.completion_tokens * 8) / 1e6, 6)
+    assert scores["never-ran"].usage.calls == 0  # nothing to judge, no call
+    usage = judged.results.usage
+    assert usage.calls == judge_model.stats()["completions"] == 2
+    assert usage.prompt_tokens == scores["all-types"].usage.prompt_tokens + scores["draft-only"].usage.prompt_tokens
+    assert load_results(storage, RUN).usage == usage

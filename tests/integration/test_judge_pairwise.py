@@ -17,34 +17,20 @@ from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from support import runs, stress
-from support.standins import standin_bytes
+from support.judged import MARK, PLAIN, make_run, stress_dataset
 
 RUN, OTHER = "ours", "theirs"
-MARK, PLAIN = "WIN-ME", "LOSE-ME"
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pairwise")
-    return load_dataset(str(stress.make_stress_dataset(root / "current", "current")), revision=None, cache_dir=root / "cache")
+    return stress_dataset(tmp_path_factory.mktemp("pairwise"))
 
 
 @pytest.fixture
 def storage(tmp_path, monkeypatch):
     monkeypatch.setenv(runtime.RUNTIMES_ENV, str(tmp_path / "no-runtimes"))
     return LocalStorage(tmp_path / "out")
-
-
-def make_run(storage, dataset, run: str, tasks: int, marked=lambda i: i % 2 == 1, repeats: int = 1, skip: tuple[int, ...] = ()):
-    """`tasks` tasks of the dataset, each sample committed with one docx whose text carries MARK where `marked(i)`, else PLAIN."""
-    entries = runs.entries(dataset.tasks[:tasks], repeats)
-    runs.write_run(storage, run, entries, repeats, dataset.ref)
-    for i, entry in enumerate(entries):
-        if i in skip:
-            continue
-        files = {"answer.docx": standin_bytes(f"{MARK if marked(i) else PLAIN} answer {run} {i}.docx")}
-        runs.commit(storage, run, entry, 1, runs.succeeded(entry, 1, files), files)
-    return entries
 
 
 def judge(storage, server, tmp_path, run=RUN, **options):

@@ -12,7 +12,8 @@ import pytest
 
 from gdpval.dataset.loader import load_dataset
 from gdpval.fakemodel.server import start_background
-from gdpval.judge.pairwise import GOLD, load_pair_results, load_pairs
+from gdpval.judge.pairwise import GOLD, load_pairs
+from gdpval.judge.store import load_pair_results
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage

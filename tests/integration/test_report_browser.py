@@ -16,11 +16,13 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from gdpval import contract
+from gdpval.judge.verdicts import PAIRWISE_LABEL, OrderReply, PageRef, PairResults, PairScore
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from infra.paths import REPO_ROOT
 from support import runs, stress
 from support.cli import gdpval, run_args
+from support.standins import standin_bytes
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
@@ -144,3 +146,31 @@ def test_a_model_written_page_opened_from_the_report_runs_nothing(browser, tmp_p
     page.wait_for_load_state("load")
     assert seen == []
     assert downloads == [f"{name}.txt"] or (page.url.endswith(f"/{name}.txt") and page.locator("body").inner_text() == MODEL_PAGES[name])
+
+
+def test_the_grading_section_shows_the_judged_pages_and_a_hostile_reason_as_text(browser, tmp_path):
+    """Pairwise results with a page the judge saw and a reply carrying markup: the page loads as an embedded image
+    under the report's policy (no console error), the reason shows verbatim, and the gold's page is only a link."""
+    storage = LocalStorage(tmp_path)
+    [entry] = runs.entries([runs.task("t1")])
+    runs.write_run(storage, "a", [entry])
+    runs.commit(storage, "a", entry, 1, runs.succeeded(entry, 1, {"chart.png": b"x"}), {"chart.png": b"x"})
+    png = standin_bytes("page.png")
+    ours = PageRef(side="ours", file="chart.png", index=0, key=layout.page(layout.judge_pages("a", "gold"), "p1"))
+    theirs = PageRef(side="theirs", file="gold.pdf", index=0, key=layout.page(layout.gold_pages("ds"), "g1"))
+    storage.put_bytes(ours.key, png)
+    reply = OrderReply(order="ours-first", preferred="ours", reason=HOSTILE)
+    score = PairScore(sample_id="t1-r0", task_id="t1", sector="S", occupation="O", against="gold", judge_model="j", verdict="win",
+                      replies=[reply, reply.model_copy(update={"order": "theirs-first"})], pages=[ours, theirs])  # fmt: skip
+    results = PairResults.of("a", "gold", "j", "now", [score])
+    storage.put_text(layout.judge_pair_results("a", "gold"), results.model_dump_json())
+    made = gdpval("report", "--output", str(tmp_path), "--run-name", "a")
+    assert made.returncode == 0, made.stderr[-3000:]
+    page, seen = open_page(browser, tmp_path / layout.report("a"))
+    page.locator("#seen-t1-r0 summary").click()
+    assert seen == []
+    images = page.locator("#grading img")
+    assert images.count() == 1 and images.first.evaluate("i => i.complete && i.naturalWidth > 0")
+    assert page.locator("#grading li").filter(has_text=HOSTILE).count() == 2 and page.locator("#grading script, #grading svg").count() == 0
+    assert page.get_by_role("link", name="expert: gold.pdf, page 1").get_attribute("href") == "../../judge-only/ds/pages/g1.png"
+    assert PAIRWISE_LABEL in page.locator("#grading .estimate").inner_text()

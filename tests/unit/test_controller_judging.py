@@ -18,6 +18,8 @@ from gdpval.controller.types import Observed, Submission
 from gdpval.judge import LABEL
 from gdpval.judge.models import JudgeResults, SampleScore
 from gdpval.judge.store import write_results
+from gdpval.judge.verdicts import PAIRWISE_LABEL, PairResults, PairScore
+from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from support.fake_kube import FakeKube
 
@@ -62,7 +64,7 @@ def test_the_judge_job_runs_after_assembly_and_its_estimate_lands_in_status(tmp_
     plan = decide(assembled())
     assert (plan.state, plan.create_jobs) == ("Judging", ["judge"])
     plan = decide(assembled(jobs={"judge": job("judge")}))
-    assert plan.state == "Judging" and plan.create_jobs == [] and "scores the deliverables" in plan.message
+    assert plan.state == "Judging" and plan.create_jobs == [] and "judges the deliverables (rubric)" in plan.message
     estimate = read_estimate(judged_storage(tmp_path), "run")
     observed = assembled(jobs={"judge": job("judge", succeeded=True)}, judge=estimate)
     plan = decide(observed)
@@ -116,3 +118,70 @@ def test_a_missing_judge_key_secret_blocks_the_run_and_a_changed_ref_is_read_aga
     assert kube.check_secrets("ns", spec(judge=JUDGE)).blockers == ()
     other = JUDGE | {"apiKeySecretRef": {"name": "judge-2", "key": "key"}}
     assert len({secret_refs(spec()), secret_refs(spec(judge=JUDGE)), secret_refs(spec(judge=other))}) == 3
+
+
+def pairwise_storage(root: Path) -> LocalStorage:
+    """A pairwise results.json against the gold: a win, an inconsistent tie, a loss and a failed pair."""
+    storage = LocalStorage(root)
+    base = dict(task_id="t", sector="s", occupation="o", against="gold", judge_model="judge-m")
+    scores = [
+        PairScore(sample_id="a", verdict="win", **base | {"task_id": "t1"}),
+        PairScore(sample_id="b", verdict="tie", inconsistent=True, **base | {"task_id": "t2"}),
+        PairScore(sample_id="c", verdict="loss", **base | {"task_id": "t3"}),
+        PairScore(sample_id="d", verdict="failed", **base | {"task_id": "t4"}),
+    ]
+    results = PairResults.of("run", "gold", "judge-m", "now", scores)
+    storage.put_text(layout.judge_pair_results("run", "gold"), results.model_dump_json())
+    return storage
+
+
+def test_the_judge_job_passes_spec_judge_method():
+    for method in ("rubric", "pairwise", "both"):
+        ctx = m.RunContext("demo", "ns", "uid-1", spec(judge=JUDGE | {"method": method}), "agent:1", "sandbox:1")
+        [container] = judge_job(ctx)["spec"]["template"]["spec"]["containers"]
+        args = container["args"] if "args" in container else container["command"]
+        assert args[args.index("--method") + 1] == method
+    assert spec(judge=JUDGE).judge.method == "rubric"
+
+
+def test_pairwise_totals_land_in_status_judge(tmp_path):
+    pairwise = JUDGE | {"method": "pairwise"}
+    estimate = read_estimate(pairwise_storage(tmp_path), "run", "pairwise")
+    assert estimate.state == "Succeeded" and estimate.score is None and estimate.label == PAIRWISE_LABEL
+    observed = assembled(spec=spec(judge=pairwise), jobs={"judge": job("judge", succeeded=True)}, judge=estimate)
+    plan = decide(observed)
+    assert plan.state == "Succeeded" and "wins-or-ties 66.7%, 95% interval" in plan.message and PAIRWISE_LABEL in plan.message
+    wire = build_status(observed, plan).model_dump(mode="json", by_alias=True)["judge"]
+    totals = wire["pairwise"]
+    assert (totals["wins"], totals["ties"], totals["losses"], totals["inconsistent"], totals["failed"]) == (1, 1, 1, 1, 1)
+    assert totals["winsOrTies"] == 0.6667 and totals["intervalLow"] <= 0.6667 <= totals["intervalHigh"]
+    assert totals["resultsURI"].endswith("runs/run/judge/pairwise/gold/results.json") and wire["method"] == "pairwise"
+
+
+def test_both_methods_need_both_results(tmp_path):
+    storage = pairwise_storage(tmp_path)
+    assert read_estimate(storage, "run", "both").state == "Failed"  # no rubric results.json
+    scores = [SampleScore(sample_id="a", status="scored", points=1, max_points=2, **_SCORE)]
+    write_results(storage, JudgeResults.of("run", "judge-m", "now", scores))
+    both = read_estimate(storage, "run", "both")
+    assert both.state == "Succeeded" and both.score == 0.5 and both.pairwise is not None and both.pairwise.wins == 1
+    plan = decide(assembled(spec=spec(judge=JUDGE | {"method": "both"}), jobs={"judge": job("judge", succeeded=True)}, judge=both))
+    assert "judge estimate 50.0%" in plan.message and "wins-or-ties 66.7%" in plan.message
+    missing = read_estimate(LocalStorage(tmp_path / "empty"), "run", "pairwise")
+    assert missing.state == "Failed" and "pairwise results.json is missing" in missing.message
+
+
+def test_only_the_judge_job_is_pointed_at_the_gold_and_no_sandbox_holds_a_storage_credential():
+    """The gold lives under judge-only/ in the run's storage; what keeps it from a sample pod: the stage step copies
+    only the sample's entry and references, and the sandbox container has no S3 credential, API key or storage flag."""
+    secret = {"credentialsSecret": {"name": "s3", "accessKeyIdKey": "id", "secretAccessKeyKey": "secret"}}
+    ctx = m.RunContext("demo", "ns", "uid-1", spec(judge=JUDGE | {"method": "pairwise"}, output={"url": "s3://b/p"} | secret), "agent:1", "sandbox:1")
+    pod = m.sample_pod(ctx, "t0-r0", 1)
+    containers = {c["name"]: c for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]}
+    sandbox = containers["sandbox"]
+    assert not sandbox.get("env") and not sandbox.get("envFrom") and "s3://" not in json.dumps(sandbox)
+    assert {v["name"] for v in sandbox["volumeMounts"]} == {"workspace", "references", "sandbox-tmp", "token"}
+    assert containers["stage"]["command"][:2] == ["gdpval", "stage"] or containers["stage"].get("args", [])[:2] == ["gdpval", "stage"]
+    for made in (pod, m.network_policy(ctx), m.prepare_job(ctx), m.assemble_job(ctx)):
+        assert "judge-only" not in json.dumps(made) and "pairwise" not in json.dumps(made)
+    assert "pairwise" in json.dumps(judge_job(ctx))

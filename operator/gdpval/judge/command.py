@@ -17,7 +17,7 @@ from gdpval.settings import JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
-FLAGS = {"model": "--judge-model", "base_url": "--judge-base-url", "concurrency": "--concurrency", "tries": "--tries"}
+FLAGS = {"model": "--judge-model", "base_url": "--judge-base-url", "concurrency": "--concurrency", "tries": "--tries", "method": "--method"}
 
 
 class Method(StrEnum):
@@ -44,9 +44,7 @@ def judge_command(
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
     s3_endpoint: Annotated[Optional[str], typer.Option("--s3-endpoint", help=OutputSettings.model_fields["endpoint"].description)] = None,
     s3_region: Annotated[Optional[str], typer.Option("--s3-region", help=OutputSettings.model_fields["region"].description)] = None,
-    method: Annotated[
-        Method, typer.Option(help="rubric: points against each task's rubric; pairwise: wins-or-ties against the experts' deliverables (both orders); both.")
-    ] = Method.rubric,
+    method: Annotated[Method, typer.Option(help=_help("method"))] = Method.rubric,
     against: Annotated[
         Optional[str], typer.Option(help="Pairwise against this run's deliverables (same storage) instead of the gold, on the common samples.")
     ] = None,
@@ -54,21 +52,30 @@ def judge_command(
     price_prompt: Annotated[Optional[float], typer.Option(min=0, help="Judge price per million prompt tokens, for the judge's cost.")] = None,
     price_completion: Annotated[Optional[float], typer.Option(min=0, help="Judge price per million completion tokens.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval (the same seed gives the same interval).")] = 0,
+    best_of_n: Annotated[
+        bool,
+        typer.Option(
+            "--best-of-n",
+            help="Pairwise: also write a best-of-N package (runs/<run>/submission-best-of-n/): per task, the repeat the judge preferred; "
+            "labelled as such, beside the per-repeat packages.",
+        ),
+    ] = False,
     cache_dir: Annotated[Path, typer.Option(help="Where the run's dataset is cached when a reference or gold file must come from it.")] = DEFAULT_CACHE,
 ) -> None:
     """Judge a run's deliverables with a judge model (rubric points, or wins-or-ties against the gold): a LOCAL ESTIMATE, not the official GDPval grade."""
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.judge.run import JudgeOptions
+    from gdpval.judge.usage import Prices
     from gdpval.storage import open_storage
 
     if (price_prompt is None) != (price_completion is None):
         raise GdpvalError("--price-prompt and --price-completion go together: give both, or neither")
-    if (against or only_failed) and method is Method.rubric:
-        raise GdpvalError("--against and --only-failed are for pairwise judging: add --method pairwise")
+    if (against or only_failed or best_of_n) and method is Method.rubric:
+        raise GdpvalError("--against, --only-failed and --best-of-n are for pairwise judging: add --method pairwise")
 
     try:
-        settings = JudgeSettings(model=judge_model, base_url=judge_base_url, concurrency=concurrency, tries=tries)
+        settings = JudgeSettings(model=judge_model, base_url=judge_base_url, concurrency=concurrency, tries=tries, method=method.value)
     except ValidationError as exc:
         problem = exc.errors()[0]
         raise GdpvalError(f"{FLAGS.get(str(problem['loc'][0]), 'judge settings')}: {problem['msg']}") from None
@@ -85,13 +92,13 @@ def judge_command(
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
-    options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries, cache_dir=cache_dir)
+    prices = Prices(price_prompt, price_completion) if price_prompt is not None and price_completion is not None else None
+    options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries, cache_dir=cache_dir, prices=prices)
     summary: dict = {"run": run_name}
     if method is not Method.pairwise:
         summary |= _rubric(storage, run_name, client, options)
     if method is not Method.rubric:
-        prices = (price_prompt, price_completion) if price_prompt is not None and price_completion is not None else None
-        summary["pairwise"] = _pairwise(storage, run_name, client, options, against, only_failed, prices, seed)
+        summary["pairwise"] = _pairwise(storage, run_name, client, options, against, only_failed, seed, best_of_n)
     print(json.dumps(summary))
 
 
@@ -103,38 +110,59 @@ def _rubric(storage, run_name: str, client, options) -> dict:
         print(f"{score.sample_id}: {score.status}{' (cached)' if cached else ''} {shown}", file=sys.stderr, flush=True)
 
     judged = judge_run(storage, run_name, client, options, line)
-    overall = judged.results.overall
+    overall, usage = judged.results.overall, judged.results.usage
     estimate = f"{overall.score:.1%}" if overall.score is not None else "none"
     print(
         f"judge {options.model!r}: {overall.samples} samples ({overall.scored} scored, {overall.no_deliverable} without deliverable, "
-        f"{overall.failed} judge failures, {judged.cached} from cache); {estimate} = {overall.points:g}/{overall.max_points:g} points. "
-        f"A {judged.results.label}. Results: {judged.uri}",
+        f"{overall.failed} judge failures, {judged.cached} from cache); {estimate} = {overall.points:g}/{overall.max_points:g} points; "
+        f"{spend(usage)}. A {judged.results.label}. Results: {judged.uri}",
         file=sys.stderr,
     )
-    return {"label": judged.results.label, "results": judged.uri, "cached": judged.cached, **overall.model_dump()}
+    return {"label": judged.results.label, "results": judged.uri, "cached": judged.cached, **overall.model_dump(), "usage": usage.model_dump()}
 
 
-def _pairwise(storage, run_name: str, client, options, against: str | None, only_failed: bool, prices: tuple[float, float] | None, seed: int) -> dict:
+def spend(usage) -> str:
+    """The judge's calls, tokens and cost in one phrase (apart from the agent's spend)."""
+    cost = f", cost {usage.cost:.4f}" if usage.cost is not None else ""
+    return f"judge calls {usage.calls} (+{usage.cached_calls} cached), tokens {usage.prompt_tokens}+{usage.completion_tokens}{cost}"
+
+
+def _pairwise(storage, run_name: str, client, options, against: str | None, only_failed: bool, seed: int, best_of_n: bool) -> dict:
     from gdpval.judge.inputs import Inputs
-    from gdpval.judge.pairwise import PairOptions, Prices, judge_pairs
+    from gdpval.judge.pairwise import PairOptions, judge_pairs
     from gdpval.judge.run import read_run
 
     def line(score, reused: bool) -> None:
         flags = "".join(f" ({f})" for f, on in (("reused", reused), ("inconsistent", score.inconsistent), ("no deliverable", score.no_deliverable)) if on)
         print(f"{score.sample_id}: {score.verdict}{flags}{' ' + score.error if score.verdict == 'failed' else ''}", file=sys.stderr, flush=True)
 
-    pair_options = PairOptions(options, against, only_failed, Prices(*prices) if prices else None, seed)
+    pair_options = PairOptions(options, against, only_failed, seed)
     inputs = Inputs(storage, read_run(storage, run_name)[0], options.cache_dir)
     judged = judge_pairs(storage, run_name, client, pair_options, inputs, line)
     overall, usage = judged.results.overall, judged.results.usage
     share = "none" if overall.wins_or_ties is None else f"{overall.wins_or_ties:.1%}"
     interval = f" (95% interval {overall.interval.low:.1%}-{overall.interval.high:.1%})" if overall.interval else ""
-    cost = f", cost {usage.cost:.4f}" if usage.cost is not None else ""
     print(
         f"pairwise {options.model!r} against {pair_options.against}: wins-or-ties {share}{interval}; {overall.wins} wins, {overall.ties} ties "
         f"({overall.inconsistent} inconsistent), {overall.losses} losses ({overall.no_deliverable} without deliverable), {overall.failed} failed "
-        f"(left out); judge calls {usage.calls} (+{usage.cached_calls} cached), tokens {usage.prompt_tokens}+{usage.completion_tokens}{cost}. "
+        f"(left out); {spend(usage)}. "
         f"A {judged.results.label}. Results: {judged.uri}",
         file=sys.stderr,
     )
-    return {"label": judged.results.label, "results": judged.uri, "reused": judged.reused, **overall.model_dump(), "usage": usage.model_dump()}
+    summary = {"label": judged.results.label, "results": judged.uri, "reused": judged.reused, **overall.model_dump(), "usage": usage.model_dump()}
+    if best_of_n:
+        summary["best_of_n"] = _best_of_n(storage, run_name, judged.results)
+    return summary
+
+
+def _best_of_n(storage, run_name: str, results) -> str:
+    """Build the best-of-N package from the judge's choice among each task's repeats; its URI."""
+    from gdpval.judge.verdicts import best_of_n
+    from gdpval.storage import layout
+    from gdpval.submission.build import build_best_of_n
+
+    best = {task: score.sample_id for task, score in best_of_n(results.samples).items()}
+    info = build_best_of_n(storage, run_name, best, results.judge_model, results.against)
+    uri = storage.url(layout.best_of_n_package(run_name))
+    print(f"best-of-{info.repeats} package ({info.counts.ready} of {info.counts.total} tasks ready): {uri}", file=sys.stderr)
+    return uri

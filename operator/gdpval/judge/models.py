@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from gdpval.errors import GdpvalError
+from gdpval.judge.usage import Usage
 from gdpval.sample import ModelText
 
 LABEL = "local estimate by a judge model, not the official GDPval grade (OpenAI grades submissions)"
@@ -56,6 +57,7 @@ class SampleScore(BaseModel):
     max_points: float = 0.0
     tries: int = 0
     views: list[str] = Field(default_factory=list)  # what each deliverable file was turned into
+    usage: Usage = Field(default_factory=Usage)  # the judge's spend on this sample (none when read from the cache)
 
     @property
     def counted(self) -> bool:
@@ -96,13 +98,17 @@ class JudgeResults(BaseModel):
     created_at: str
     overall: Totals
     by_sector: dict[str, Totals]
+    usage: Usage = Field(default_factory=Usage)  # the judge's spend over every sample's judging, apart from the agent's
     samples: list[SampleScore]
 
     @classmethod
     def of(cls, run_name: str, judge_model: str, created_at: str, scores: list[SampleScore]) -> JudgeResults:
         sectors = sorted({s.sector for s in scores})
         by_sector = {sector: Totals.of([s for s in scores if s.sector == sector]) for sector in sectors}
-        return cls(run_name=run_name, judge_model=judge_model, created_at=created_at, overall=Totals.of(scores), by_sector=by_sector, samples=scores)
+        usage = sum((s.usage for s in scores), Usage())
+        return cls(
+            run_name=run_name, judge_model=judge_model, created_at=created_at, overall=Totals.of(scores), by_sector=by_sector, usage=usage, samples=scores
+        )
 
 
 def parse_rubric(text: str) -> list[RubricItem]:

@@ -28,25 +28,15 @@ from gdpval.judge.gold import GoldIndex, ensure_gold
 from gdpval.judge.inputs import Fetched, Inputs, render
 from gdpval.judge.models import unfenced
 from gdpval.judge.run import ERROR_SHOWN, RETRIED_STATUSES, JudgeOptions, describe, read_run
-from gdpval.judge.verdicts import Order, OrderReply, PairResults, PairScore, Usage, combine, preference
+from gdpval.judge.store import GOLD
+from gdpval.judge.usage import Usage, usage_of
+from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
 from gdpval.manifest import ManifestEntry
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.submission.build import Committed, committed_attempts
 
 PROMPT_VERSION = 1  # part of every call's digest: a new prompt never reuses old replies
-GOLD = "gold"
-
-
-@dataclass(frozen=True)
-class Prices:
-    """Optional prices per million tokens, for the judge's cost."""
-
-    prompt: float
-    completion: float
-
-    def cost(self, usage: Usage) -> float:
-        return round((usage.prompt_tokens * self.prompt + usage.completion_tokens * self.completion) / 1e6, 6)
 
 
 @dataclass(frozen=True)
@@ -54,7 +44,6 @@ class PairOptions:
     judge: JudgeOptions
     against_run: str | None = None  # None: against the gold
     only_failed: bool = False
-    prices: Prices | None = None
     seed: int = 0
 
     @property
@@ -183,7 +172,9 @@ def judge_pair(
             their_files = _deliverables(inputs, theirs.run, sid, other_committed, other_result, root / "theirs")
             their_answer = other_result.deliverable_text
         sides = {"ours": (_shown_answer(result.deliverable_text, our_files), our_files), "theirs": (_shown_answer(their_answer, their_files), their_files)}
-        return _ask_both(storage, base, task.prompt, references, sides, client, options)
+        ours_pages = layout.judge_pages(ours.run, options.against)
+        roots = {"ours": ours_pages, "theirs": layout.gold_pages(gold.dataset.key) if gold is not None and theirs is None else ours_pages}
+        return _ask_both(storage, base, task.prompt, references, sides, roots, client, options)
 
 
 def _deliverables(inputs: Inputs, run: str, sample: str, committed: Committed, result: SampleResult, into: Path) -> list[Fetched]:
@@ -200,7 +191,14 @@ Sides = dict[str, tuple[str, list[Fetched]]]
 
 
 def _ask_both(
-    storage: Storage, base: PairScore, task_prompt: str, references: list[Fetched], sides: Sides, client: openai.OpenAI, options: PairOptions
+    storage: Storage,
+    base: PairScore,
+    task_prompt: str,
+    references: list[Fetched],
+    sides: Sides,
+    roots: dict[str, str],
+    client: openai.OpenAI,
+    options: PairOptions,
 ) -> PairScore:
     """Both orders, each from the call cache or the judge; views rendered only when a call is not cached."""
     orders: list[tuple[Order, str, str]] = [("ours-first", "ours", "theirs"), ("theirs-first", "theirs", "ours")]
@@ -229,11 +227,25 @@ def _ask_both(
             replies[order] = reply
     first, second = replies["ours-first"], replies["theirs-first"]
     summaries = [f"{side}: {v.summary}" for side, side_views in views.items() for v in side_views]
-    update: dict[str, Any] = {"replies": [first, second], "views": summaries, "convert_seconds": round(seconds, 3)}
+    pages = store_pages(storage, views, roots)
+    update: dict[str, Any] = {"replies": [first, second], "views": summaries, "pages": pages, "convert_seconds": round(seconds, 3)}
     if first.preferred is None or second.preferred is None:
         return base.model_copy(update={**update, "error": first.error or second.error})
     verdict, inconsistent = combine(first.preferred, second.preferred)
     return base.model_copy(update={**update, "verdict": verdict, "inconsistent": inconsistent})
+
+
+def store_pages(storage: Storage, views: dict[str, list[View]], roots: dict[str, str]) -> list[PageRef]:
+    """The page images each side's views hold, kept under that side's root (the gold's stay judge-only)."""
+    pages = []
+    for side, side_views in views.items():
+        for view in side_views:
+            for index, png in enumerate(view.images):
+                key = layout.page(roots[side], hashlib.sha256(png).hexdigest())
+                if not storage.exists(key):
+                    storage.put_bytes(key, png)
+                pages.append(PageRef(side=side, file=view.name, index=index, key=key))
+    return pages
 
 
 def call_digest(model: str, task_prompt: str, references: list[Fetched], first: tuple[str, list[Fetched]], second: tuple[str, list[Fetched]]) -> str:
@@ -258,7 +270,7 @@ def ask_pairwise(client: openai.OpenAI, options: PairOptions, request: list[dict
     for attempt in range(1, options.judge.tries + 1):
         try:
             completion = client.with_options(timeout=options.judge.timeout_seconds).chat.completions.create(**body)
-            usage += _usage(completion, options.prices)
+            usage += usage_of(completion, options.judge.prices)
             content = completion.choices[0].message.content if completion.choices else None
             try:
                 parsed = _Reply.model_validate_json(unfenced(content or ""))
@@ -281,12 +293,6 @@ def ask_pairwise(client: openai.OpenAI, options: PairOptions, request: list[dict
         if attempt < options.judge.tries:
             time.sleep(options.judge.backoff_seconds * 2 ** (attempt - 1))
     return OrderReply(order=order, error=error, tries=options.judge.tries, digest=digest, usage=usage)
-
-
-def _usage(completion: Any, prices: Prices | None) -> Usage:
-    spent = getattr(completion, "usage", None)
-    usage = Usage(calls=1, prompt_tokens=getattr(spent, "prompt_tokens", 0) or 0, completion_tokens=getattr(spent, "completion_tokens", 0) or 0)
-    return usage.model_copy(update={"cost": prices.cost(usage)}) if prices else usage
 
 
 def read_call(storage: Storage, digest: str) -> OrderReply | None:
@@ -314,10 +320,3 @@ def load_pairs(storage: Storage, run: str, against: str) -> dict[str, PairScore]
 
 def write_pair(storage: Storage, run: str, score: PairScore) -> None:
     storage.put_text(layout.judge_pair(run, score.against, score.sample_id), score.model_dump_json(indent=2) + "\n")
-
-
-def load_pair_results(storage: Storage, run: str, against: str = GOLD) -> PairResults | None:
-    try:
-        return PairResults.model_validate_json(storage.get_bytes(layout.judge_pair_results(run, against)))
-    except NotFound:
-        return None

@@ -23,6 +23,7 @@ from gdpval.judge import prompt, wire
 from gdpval.judge.inputs import Inputs, render
 from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
 from gdpval.judge.store import load_scores, write_results, write_score
+from gdpval.judge.usage import Prices, Usage, usage_of
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
@@ -44,6 +45,7 @@ class JudgeOptions:
     backoff_seconds: float = 2.0
     timeout_seconds: float = 600.0
     cache_dir: Path = Path.home() / ".cache" / "gdpval"  # where the run's dataset is cached when a file is not in storage
+    prices: Prices | None = None  # per million tokens, for the judge's cost
 
 
 @dataclass(frozen=True)
@@ -135,12 +137,12 @@ def judge_sample(
         views, _ = render(files)
         references, _ = render(inputs.references(entry, Path(tmp) / "references"))
     request = prompt.messages(task.prompt, result.deliverable_text, views, items, references)
-    scores, tries, error = ask(client, options, request, items)
+    scores, tries, error, usage = ask(client, options, request, items)
     summaries = [view.summary for view in views]
     if scores is None:
-        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, views=summaries)
+        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, views=summaries, usage=usage)
     points = sum(s.score for s in scores)
-    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, views=summaries)
+    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, views=summaries, usage=usage)
 
 
 def _result(storage: Storage, run: str, sample: str, committed: Committed | None) -> SampleResult | None:
@@ -152,26 +154,27 @@ def _result(storage: Storage, run: str, sample: str, committed: Committed | None
         return None
 
 
-def ask(client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem]) -> tuple[list[ItemScore] | None, int, str]:
-    """The scores, the number of tries, and the last error: retried on server errors and malformed replies."""
-    error = ""
+def ask(client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem]) -> tuple[list[ItemScore] | None, int, str, Usage]:
+    """The scores, the number of tries, the last error and what every try spent: retried on server errors and malformed replies."""
+    error, usage = "", Usage()
     body: dict[str, Any] = {"model": options.model, "messages": request, "response_format": wire.response_format()}
     for attempt in range(1, options.tries + 1):
         try:
             reply = client.with_options(timeout=options.timeout_seconds).chat.completions.create(**body)
+            usage += usage_of(reply, options.prices)
             content = reply.choices[0].message.content if reply.choices else None
-            return check_reply(content, items), attempt, ""
+            return check_reply(content, items), attempt, "", usage
         except MalformedReply as exc:
             error = f"malformed reply: {exc}"
         except openai.APIStatusError as exc:
             error = describe(exc)
             if exc.status_code < 500 and exc.status_code not in RETRIED_STATUSES:
-                return None, attempt, error
+                return None, attempt, error, usage
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             error = f"{exc.__class__.__name__}: {str(exc)[:ERROR_SHOWN]}"
         if attempt < options.tries:
             time.sleep(options.backoff_seconds * 2 ** (attempt - 1))
-    return None, options.tries, error
+    return None, options.tries, error, usage
 
 
 def describe(exc: openai.APIStatusError) -> str:

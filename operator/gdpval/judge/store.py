@@ -5,7 +5,10 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from gdpval.judge.models import JudgeResults, SampleScore
+from gdpval.judge.verdicts import PairResults
 from gdpval.storage import NotFound, Storage, layout
+
+GOLD = "gold"  # the pairwise judge's other side when it is the experts' deliverables
 
 
 def load_scores(storage: Storage, run: str) -> dict[str, SampleScore]:
@@ -41,3 +44,11 @@ def write_results(storage: Storage, results: JudgeResults) -> str:
     key = layout.judge_results(results.run_name)
     storage.put_text(key, results.model_dump_json(indent=2) + "\n")
     return storage.url(key)
+
+
+def load_pair_results(storage: Storage, run: str, against: str = GOLD) -> PairResults | None:
+    """The last pairwise judging's results.json against `against`, or None when there is none (or it is unreadable)."""
+    try:
+        return PairResults.model_validate_json(storage.get_bytes(layout.judge_pair_results(run, against)))
+    except (NotFound, ValidationError):
+        return None

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from gdpval.judge.usage import Usage
 from gdpval.sample import ModelText
 
 PAIRWISE_LABEL = "local estimate against the public gold, not OpenAI's grade"
@@ -21,26 +22,6 @@ Preference = Literal["ours", "theirs", "tie"]  # which set a reply preferred: th
 Order = Literal["ours-first", "theirs-first"]
 RESAMPLES = 2000
 LEVEL = 0.95
-
-
-class Usage(BaseModel):
-    """A judge's spend: calls made, tokens, and cost when prices were given (cached calls are free)."""
-
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float | None = None
-
-    def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost is None and other.cost is None else round((self.cost or 0) + (other.cost or 0), 6)
-        return Usage(
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost=cost,
-        )
 
 
 class OrderReply(BaseModel):
@@ -55,6 +36,15 @@ class OrderReply(BaseModel):
     cached: bool = False
     digest: str = ""
     usage: Usage = Field(default_factory=Usage)
+
+
+class PageRef(BaseModel):
+    """One page image a pairwise judge was shown: whose set, which file, which page, and where it is kept."""
+
+    side: Literal["ours", "theirs"]
+    file: ModelText
+    index: int
+    key: str
 
 
 class PairScore(BaseModel):
@@ -76,6 +66,7 @@ class PairScore(BaseModel):
     error: ModelText = ""
     replies: list[OrderReply] = Field(default_factory=list)
     views: list[str] = Field(default_factory=list)
+    pages: list[PageRef] = Field(default_factory=list)  # the images of `views`, stored (empty when every call was cached)
     convert_seconds: float = 0.0
 
     @property

@@ -35,7 +35,7 @@ from gdpval.render.view import Facts, View, bounded
 from gdpval.sandbox import runtime
 from gdpval.sandbox.client import SandboxError, SandboxUnavailable
 from gdpval.sandbox.limits import Limits
-from gdpval.sandbox.local import LocalSandbox, bwrap_status, sandbox_owner
+from gdpval.sandbox.local import VIEW_BASE, LocalSandbox, bwrap_status, sandbox_owner
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ def renderer_label(system: runtime.Runtime | None) -> str:
 
 def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, system: runtime.Runtime | None) -> View:
     """The worker's view of `source`; unrenderable when it failed or broke a limit; Transient on a timeout."""
-    with tempfile.TemporaryDirectory(prefix="gdpval-render-") as scratch:
+    # Under VIEW_BASE, not TMPDIR: a dropped uid must walk to its scratch (pytest's and many users' TMPDIR are 0700).
+    with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=VIEW_BASE) as scratch:
         out = _in_sandbox(source, suffix, Path(scratch), limits, system) if system is not None else _in_child(source, suffix, Path(scratch), limits)
         return read_rendering(out, name, renderer_label(system))
 

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from gdpval.report.grading import Grading, grading
 from gdpval.report.records import JudgeFigure, JudgeItem, RunRecords
 from gdpval.sample import SampleResult
 from gdpval.submission.readiness import asked_types
@@ -110,6 +111,7 @@ class Headline(BaseModel):
 
 class Report(BaseModel):
     headline: Headline
+    grading: Grading = Field(default_factory=Grading)
     sectors: list[Group]
     occupations: list[Group]
     file_types: list[FileType]
@@ -249,8 +251,10 @@ def build_report(records: RunRecords, prices: Prices | None = None) -> Report:
         judge_score=round(sum(s.score for s in judged) / maxima, 4) if maxima else None,
         judged=len(judged),
     )
+    committed = {e.sample.sample_id: records.attempts.get(e.sample.sample_id) for e in records.entries}
     return Report(
         headline=headline,
+        grading=grading(records.pairwise, records.pngs, records.check, committed),
         sectors=groups(rows, lambda r: r.sector),
         occupations=groups(rows, lambda r: r.occupation),
         file_types=file_types(rows),

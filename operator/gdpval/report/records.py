@@ -14,7 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
+from gdpval.judge.store import load_pair_results
+from gdpval.judge.verdicts import PairResults
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.report.grading import shown_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.storage.progress import progress_from_keys
@@ -61,6 +64,8 @@ class RunRecords:
     scores: dict[str, JudgeFigure] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # samples with an attempt newer than their committed one (running, or cut short)
     check: CheckResults | None = None  # `gdpval check`'s grading readiness, when it has run
+    pairwise: PairResults | None = None  # the pairwise judge's results against the gold, when it has run
+    pngs: dict[str, bytes] = field(default_factory=dict)  # the judged run's page images the report embeds, by key
 
 
 def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
@@ -75,6 +80,9 @@ def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRec
     listed = list(storage.list(layout.samples(run)))
     chosen = committed_attempts(listed, run)
     records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed), check=load_check(storage, run))
+    records.pairwise = load_pair_results(storage, run)
+    if records.pairwise is not None and transcripts:
+        records.pngs = _pages(storage, shown_keys(records.pairwise))
     for entry in entries:
         sample = entry.sample.sample_id
         if sample not in chosen:
@@ -114,6 +122,17 @@ def _transcript(storage: Storage, key: str) -> list[dict[str, Any]]:
         return parse_transcript(storage.get_bytes(key).decode("utf-8", errors="replace"))
     except NotFound:
         return []
+
+
+def _pages(storage: Storage, keys: list[str]) -> dict[str, bytes]:
+    """The page images the report embeds; one that went missing is linked instead."""
+    found = {}
+    for key in keys:
+        try:
+            found[key] = storage.get_bytes(key)
+        except NotFound:
+            continue
+    return found
 
 
 def judge_scores(storage: Storage, run: str) -> dict[str, JudgeFigure]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Collection
-from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from gdpval.report.grading_html import grading_html
+from gdpval.report.html import e, pct, table
 from gdpval.report.model import JUDGE_LABEL, Comparison, Group, Report, SampleRow
 from gdpval.report.svg import bars, grouped
 from gdpval.sample import storable
@@ -36,17 +36,9 @@ th{background:#f1f3f7}td.n{text-align:right;font-variant-numeric:tabular-nums}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f8fa;border:1px solid #e3e6ea;padding:.5em;margin:.3em 0;max-height:30em;overflow:auto}
 details.sample{border:1px solid #dde;border-radius:6px;margin:.5em 0;padding:.3em .6em}
 .event{margin:.5em 0}.event>.kind{font-weight:600;font-size:.9em;color:#44505c}
+figure.page{display:inline-block;margin:.3em}figure.page img{max-width:360px;border:1px solid #dde}
 svg.chart text{font:12px system-ui,sans-serif;fill:#1d232a}
 """
-
-
-def e(value: object) -> str:
-    """Escaped text: any Unicode in, a lone surrogate as U+FFFD."""
-    return escape(storable(str(value)), quote=True)
-
-
-def pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
 
 
 def signed(value: float) -> str:
@@ -96,13 +88,6 @@ def deliverable_link(run: str, row: SampleRow, name: str) -> str:
     copy = layout.report_text_copy(run, row.sample_id, row.attempt, name)
     href = e(quote(posixpath.relpath(copy, posixpath.dirname(layout.report(run))), safe="/"))
     return f'<a href="{href}" download="{e(posixpath.basename(copy))}" type="text/plain">{e(name)}</a> <span class="note">(as text)</span>'
-
-
-def table(head: list[str], rows: list[list[str]], numeric: Collection[int] = ()) -> str:
-    """Cells are HTML already (escape before); columns in `numeric` align right."""
-    th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def figure(label: str, value: str, note: str = "") -> str:
@@ -310,6 +295,7 @@ def render(report: Report, events: dict[str, list[dict[str, Any]]], comparisons:
     compared = "".join(comparison(c) for c in comparisons)
     sections = [
         headline(report),
+        grading_html(report.headline.run_name, report.grading),
         failures(report),
         groups_section("sectors", "By sector", report.sectors),
         groups_section("occupations", "By occupation", report.occupations),

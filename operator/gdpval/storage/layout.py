@@ -215,3 +215,23 @@ def judge_pair_results(run: str, against: str) -> str:
 def judge_call(digest: str) -> str:
     """One judge call's reply, keyed by the digest of everything it was asked (shared by every run in the storage)."""
     return f"judge-calls/{digest[:2]}/{digest}.json"
+
+
+def judge_pages(run: str, against: str) -> str:
+    """Page images of the judged run's (and another run's) deliverables, as the pairwise judge saw them."""
+    return f"{judge_pairs(run, against)}/pages"
+
+
+def gold_pages(dataset_key: str) -> str:
+    """Page images of the gold as the judge saw them: judge-only like the gold itself."""
+    return f"{judge_only(dataset_key)}/pages"
+
+
+def page(root: str, digest: str) -> str:
+    """One PNG page under `root`, named by the sha256 of its bytes (written once, shared by every sample showing it)."""
+    return f"{root}/{digest}.png"
+
+
+def best_of_n_package(run: str) -> str:
+    """The optional best-of-N package (a task's repeat chosen by the pairwise judge), apart from the per-repeat packages."""
+    return f"{run_root(run)}/submission-best-of-n"

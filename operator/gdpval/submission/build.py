@@ -53,6 +53,22 @@ class PackageCounts(SampleCounts):
     ready: int = 0
 
 
+BEST_OF_N_LABEL = (
+    "best-of-N: for each task, the one repeat a local pairwise judge preferred among the run's N repeats (win over tie over loss); "
+    "a scaffolding gain as the GDPval paper reports best-of-N, not a single-attempt result. The per-repeat packages are the run's own."
+)
+
+
+class BestOfN(BaseModel):
+    """How a best-of-N package was chosen: per task, the repeat the pairwise judge liked best."""
+
+    label: str = BEST_OF_N_LABEL
+    n: int
+    judge_model: str
+    against: str
+    chosen: dict[str, int]  # task id -> the repeat in the package
+
+
 class PackageInfo(BaseModel):
     """The content of one package's submission_info.json."""
 
@@ -61,7 +77,7 @@ class PackageInfo(BaseModel):
     dataset_source: str
     dataset_revision: str
     split: str
-    repeat: int
+    repeat: int | None  # None: a best-of-N package (see best_of_n)
     repeats: int
     tasks: int
     counts: PackageCounts
@@ -74,6 +90,7 @@ class PackageInfo(BaseModel):
     created_at: str
     runtime: str | None = None  # local runs: "host" or the sandbox image digest (see RunRecord.runtime)
     warnings: list[str] = Field(default_factory=list)
+    best_of_n: BestOfN | None = None
 
 
 class SubmissionInfo(BaseModel):
@@ -138,6 +155,33 @@ def build_submission(storage: Storage, run: str) -> SubmissionInfo:
     )
 
 
+def best_choice(entries: list[ManifestEntry], best: dict[str, str]) -> tuple[list[ManifestEntry], list[str]]:
+    """One entry per task: the sample the judge chose (task id -> sample id), else the first repeat; and the tasks without a choice."""
+    picked, unjudged = [], []
+    for task_id in dict.fromkeys(e.sample.task_id for e in entries):
+        repeats = sorted((e for e in entries if e.sample.task_id == task_id), key=lambda e: e.sample.repeat)
+        chosen = [e for e in repeats if e.sample.sample_id == best.get(task_id)]
+        picked.append(chosen[0] if chosen else repeats[0])
+        if not chosen:
+            unjudged.append(task_id)
+    return picked, unjudged
+
+
+def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_model: str, against: str) -> PackageInfo:
+    """Write the best-of-N package in its own folder: per task, the sample the judge chose (task id -> sample id)."""
+    record, entries = load_run(storage, run)
+    picked, unjudged = best_choice(entries, best)
+    n = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
+    how = BestOfN(n=n, judge_model=judge_model, against=against, chosen={e.sample.task_id: e.sample.repeat for e in picked})
+    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    results, warnings = _load_results(storage, run, picked, attempts)
+    warnings += [f"{task}: no repeat was judged; its first repeat stands in" for task in unjudged]
+    builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"), load_check(storage, run))
+    info = builder.package(picked, None, n, how, warnings)
+    _remove_stale(storage, layout.best_of_n_package(run), builder.written)
+    return info
+
+
 def _committed(entries: list[ManifestEntry], attempts: dict[str, Committed]) -> dict[str, int | None]:
     return {e.sample.sample_id: a.attempt if (a := attempts.get(e.sample.sample_id)) else None for e in entries}
 
@@ -196,10 +240,13 @@ class _Builder:
         self.check = check
         self.written: set[str] = set()
 
-    def package(self, entries: list[ManifestEntry], repeat: int, repeats: int) -> PackageInfo:
+    def package(
+        self, entries: list[ManifestEntry], repeat: int | None, repeats: int, best_of_n: BestOfN | None = None, warnings: list[str] | None = None
+    ) -> PackageInfo:
         """Copy deliverables, then the parquet, then submission_info.json (last, as the marker)."""
-        prefix = layout.package(self.record.run_name, repeat, repeats)
-        warnings: list[str] = []
+        run = self.record.run_name
+        prefix = layout.package(run, repeat, repeats) if repeat is not None else layout.best_of_n_package(run)
+        warnings = list(warnings or [])
         rows = []
         for entry in entries:
             result = self._copy(entry, self.results.get(entry.sample.sample_id), prefix, warnings)
@@ -223,6 +270,7 @@ class _Builder:
             created_at=self.created,
             runtime=self.record.runtime,
             warnings=warnings,
+            best_of_n=best_of_n,
         )
         self._put(layout.package_info(prefix), (info.model_dump_json(indent=2) + "\n").encode())
         return info

@@ -61,7 +61,8 @@ class Gatherer:
             obs = await _load_submission(ctx, storage, obs)
             judge = obs.jobs.get(n.COMPONENT_JUDGE)
             if judge and judge.succeeded:
-                obs = replace(obs, judge=await asyncio.to_thread(s3io.read_estimate, storage, ctx.storage_name))
+                method = ctx.spec.judge.method if ctx.spec.judge else "rubric"
+                obs = replace(obs, judge=await asyncio.to_thread(s3io.read_estimate, storage, ctx.storage_name, method))
             return obs, version
         except StorageError as exc:
             blockers.append(Blocker("StorageUnavailable", f"{ctx.spec.output.url}: {exc}"))

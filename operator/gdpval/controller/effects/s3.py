@@ -13,11 +13,15 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from gdpval.controller.pure.api import JudgeEstimate, OutputSpec
+from gdpval.controller.pure.judging import pairwise_estimate
 from gdpval.controller.pure.ledger import Committed, Ledger, decode_segment, encode_segment, rebuild
 from gdpval.controller.types import Probe, Submission
 from gdpval.judge import LABEL, load_results
+from gdpval.judge.store import GOLD, load_pair_results
+from gdpval.judge.verdicts import PAIRWISE_LABEL
 from gdpval.manifest import RunRecord, load_manifest
 from gdpval.sample import SampleResult
+from gdpval.settings import JudgeMethod
 from gdpval.storage import NotFound, Storage, layout, open_storage
 from gdpval.storage.progress import progress_from_keys
 from gdpval.storage.s3 import S3Storage
@@ -94,8 +98,27 @@ def read_submission(storage: Storage, run: str) -> Submission:
     return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"), report_uri=report)
 
 
-def read_estimate(storage: Storage, run: str) -> JudgeEstimate:
-    """The run-level figures of the judge's results.json, or a failed estimate saying why it cannot be read."""
+def read_estimate(storage: Storage, run: str, method: JudgeMethod = "rubric") -> JudgeEstimate:
+    """The run-level figures of the judge's results (rubric, pairwise against the gold, or both), or a failed
+    estimate saying which cannot be read."""
+    estimate = JudgeEstimate(state="Succeeded", method=method, label=LABEL)
+    if method != "pairwise":
+        estimate = _rubric_estimate(storage, run).model_copy(update={"method": method})
+        if estimate.state == "Failed":
+            return estimate
+    if method != "rubric":
+        pairs = load_pair_results(storage, run)
+        if pairs is None:
+            problem = "the judge Job finished but its pairwise results.json is missing or unreadable"
+            return JudgeEstimate(state="Failed", method=method, message=problem, label=PAIRWISE_LABEL)
+        uri = storage.url(layout.judge_pair_results(run, GOLD))
+        update = {"pairwise": pairwise_estimate(pairs.overall, uri), "label": estimate.label if method == "both" else pairs.label}
+        estimate = estimate.model_copy(update=update)
+    return estimate
+
+
+def _rubric_estimate(storage: Storage, run: str) -> JudgeEstimate:
+    """The rubric judge's run-level figures (points over max points), or a failed estimate saying why they cannot be read."""
     try:
         results = load_results(storage, run)
     except (NotFound, ValidationError, ValueError) as exc:

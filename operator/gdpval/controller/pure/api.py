@@ -18,6 +18,7 @@ from gdpval.settings import (
     AgentSettings,
     DatasetSettings,
     DeliverableSettings,
+    JudgeMethod,
     JudgeSettings,
     ModelSettings,
     OutputSettings,
@@ -236,7 +237,8 @@ class PodOverrides(SettingsModel):
 
 
 class JudgeSpec(JudgeSettings):
-    """After assembly, a Job scores the run's deliverables against each task's rubric (`gdpval judge`); a local estimate, not the official GDPval grade."""
+    """After assembly, a Job judges the run's deliverables (`gdpval judge --method`): rubric points, wins-or-ties against the gold, or both;
+    a local estimate, not the official GDPval grade. The gold is mirrored and read by this Job alone."""
 
     api_key_secret_ref: SecretKeyRef | None = Field(default=None, description="Secret key holding the judge's API key (OPENAI_API_KEY of the judge Job).")
 
@@ -318,6 +320,21 @@ class Tokens(SettingsModel):
     )
 
 
+class PairwiseEstimate(SettingsModel):
+    """The pairwise judge's totals against the experts' deliverables: a local estimate against the public gold, not OpenAI's grade."""
+
+    samples: int = 0
+    wins: int = 0
+    ties: int = 0
+    losses: int = 0
+    inconsistent: int = Field(default=0, description="Pairs whose two orders disagreed: counted as ties.")
+    failed: int = Field(default=0, description="Pairs the judge failed on: left out of wins-or-ties, never losses.")
+    wins_or_ties: float | None = Field(default=None, description="(wins + ties) over the judged pairs; empty when none was judged.")
+    interval_low: float | None = Field(default=None, description="95% bootstrap interval of wins-or-ties over tasks (a task's repeats together).")
+    interval_high: float | None = None
+    results_uri: str = Field(default="", alias="resultsURI", description="The pairwise results.json: per sample, sector, occupation, consistency.")
+
+
 class JudgeEstimate(SettingsModel):
     """The judge's run-level figures (points over max points of the judged samples): a local estimate, not the official GDPval grade."""
 
@@ -330,6 +347,8 @@ class JudgeEstimate(SettingsModel):
     results_uri: str = Field(default="", alias="resultsURI", description="The judge's results.json: per sample, per sector and per run.")
     message: str = Field(default="", max_length=2048)
     label: str = Field(default="", description="What the figures are: a local estimate, not the official grade.")
+    method: JudgeMethod = Field(default="rubric", description="spec.judge.method the figures come from.")
+    pairwise: PairwiseEstimate | None = Field(default=None, description="Wins-or-ties against the gold (method pairwise or both).")
 
 
 # Sectors counted one by one in status (GDPval has 9); any beyond share the OTHER_SECTOR entry.

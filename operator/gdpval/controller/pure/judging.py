@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gdpval.controller.pure.api import GdpvalRunSpec, JudgeEstimate
+from gdpval.controller.pure.api import GdpvalRunSpec, JudgeEstimate, PairwiseEstimate
 from gdpval.controller.pure.observe import JobView
 from gdpval.judge.models import LABEL
+from gdpval.judge.verdicts import PAIRWISE_LABEL, PairTotals
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,27 @@ def judge_step(spec: GdpvalRunSpec, job: JobView | None, estimate: JudgeEstimate
         failed = JudgeEstimate(state="Failed", message=f"the judge Job {job.name} failed: {job.message}"[:2048], label=LABEL)
         return JudgeStep(done=True, message=f"; {failed.message}", estimate=failed)
     if job.succeeded and estimate is not None:
-        shown = f"{estimate.score:.1%}" if estimate.score is not None else "no score"
-        return JudgeStep(
-            done=True, message=f"; judge estimate {shown} ({estimate.label})" if estimate.state == "Succeeded" else f"; {estimate.message}", estimate=estimate
+        return JudgeStep(done=True, message=f"; {shown(estimate)}" if estimate.state == "Succeeded" else f"; {estimate.message}", estimate=estimate)
+    return JudgeStep(done=False, message=f"the judge Job {job.name} judges the deliverables ({spec.judge.method})")
+
+
+def shown(estimate: JudgeEstimate) -> str:
+    """The estimate in a phrase: the rubric score, wins-or-ties with its interval, or both, and what they are."""
+    parts = []
+    if estimate.method != "pairwise":
+        parts.append(
+            f"judge estimate {estimate.score:.1%} ({estimate.label})" if estimate.score is not None else f"judge estimate: no score ({estimate.label})"
         )
-    return JudgeStep(done=False, message=f"the judge Job {job.name} scores the deliverables against the rubrics")
+    p = estimate.pairwise
+    if p is not None:
+        share = "none" if p.wins_or_ties is None else f"{p.wins_or_ties:.1%}"
+        interval = f", 95% interval {p.interval_low:.1%}-{p.interval_high:.1%}" if p.interval_low is not None and p.interval_high is not None else ""
+        parts.append(f"wins-or-ties {share}{interval} ({PAIRWISE_LABEL})")
+    return "; ".join(parts)
+
+
+def pairwise_estimate(totals: PairTotals, uri: str) -> PairwiseEstimate:
+    """The pairwise results' overall totals as status.judge.pairwise."""
+    low, high = (totals.interval.low, totals.interval.high) if totals.interval else (None, None)
+    counts = totals.model_dump(include={"samples", "wins", "ties", "losses", "inconsistent", "failed", "wins_or_ties"})
+    return PairwiseEstimate(**counts, interval_low=low, interval_high=high, results_uri=uri)
