@@ -180,7 +180,7 @@ def test_only_the_judge_job_is_pointed_at_the_gold_and_no_sandbox_holds_a_storag
     containers = {c["name"]: c for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]}
     sandbox = containers["sandbox"]
     assert not sandbox.get("env") and not sandbox.get("envFrom") and "s3://" not in json.dumps(sandbox)
-    assert {v["name"] for v in sandbox["volumeMounts"]} == {"workspace", "references", "sandbox-tmp", "token"}
+    assert {v["name"] for v in sandbox["volumeMounts"]} == {"workspace", "references", "sandbox-tmp", "sandbox-shm", "token"}
     assert containers["stage"]["command"][:2] == ["gdpval", "stage"] or containers["stage"].get("args", [])[:2] == ["gdpval", "stage"]
     for made in (pod, m.network_policy(ctx), m.prepare_job(ctx), m.assemble_job(ctx)):
         assert "judge-only" not in json.dumps(made) and "pairwise" not in json.dumps(made)
