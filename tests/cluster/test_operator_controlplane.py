@@ -34,8 +34,9 @@ from gdpval.storage import layout
 from infra.paths import cache_dir, versions
 from support import runs
 from support.controlplane import binaries
-from support.operator import CRD, INVALID, OperatorProcess, free_port, run_manifest
+from support.operator import CRD, INVALID, OperatorProcess, run_manifest
 from support.polling import wait_until
+from support.processes import free_port
 
 pytestmark = [pytest.mark.cluster]
 

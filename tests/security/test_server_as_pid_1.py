@@ -9,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.local import TOOLSERVER
 from support.attacks import server_attack
+from support.processes import free_port
 
 UID = 1000  # the sandbox container's
 AS_UID = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
@@ -34,12 +34,6 @@ def folder() -> Iterator[Path]:
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

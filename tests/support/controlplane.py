@@ -6,7 +6,6 @@ It reuses the cluster's cached binaries; no scheduler, controller-manager or kub
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from infra.paths import REPO_ROOT, cache_dir, versions
+from support.processes import free_port, stop
 
 TOKEN = "bench-admin-token"
 
@@ -49,12 +49,6 @@ class ControlPlane:
 
     def tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _etcd_args(etcd: Path, root: Path, client: int, peer: int) -> list[str]:
@@ -114,7 +108,7 @@ def control_plane(root: Path, namespace: str = "default", timeout: float = 120) 
     subprocess.run(["openssl", "genrsa", "-out", root / "sa.key", "2048"], check=True, capture_output=True)
     subprocess.run(["openssl", "rsa", "-in", root / "sa.key", "-pubout", "-out", root / "sa.pub"], check=True, capture_output=True)
     (root / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
-    client, peer, api = _free_port(), _free_port(), _free_port()
+    client, peer, api = free_port(), free_port(), free_port()
     plane = ControlPlane(root, root / "kubeconfig", f"https://127.0.0.1:{api}", f"http://127.0.0.1:{client}")
     procs: list[subprocess.Popen] = []
     try:
@@ -127,9 +121,4 @@ def control_plane(root: Path, namespace: str = "default", timeout: float = 120) 
         yield plane
     finally:
         for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)

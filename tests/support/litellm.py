@@ -6,7 +6,6 @@ when it cannot be made."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from support.polling import wait_until
+from support.processes import free_port, stop
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 1800  # a cold install on a loaded machine; cached, it returns at once
@@ -30,12 +30,6 @@ def install() -> Path:
     if done.returncode != 0:
         raise NotInstalled(f"LiteLLM's proxy could not be installed by hack/litellm.sh (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers(url: str) -> bool:
@@ -61,7 +55,7 @@ def proxy(upstream: str, model: str, folder: Path) -> Iterator[str]:
         "litellm_settings:\n"
         "  telemetry: false\n"
     )
-    port = _free_port()
+    port = free_port()
     # No traffic off this machine: the model price map is the one LiteLLM ships, not a download.
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "NO_PROXY": "*"}
     log_path = folder / "litellm.log"
@@ -76,9 +70,4 @@ def proxy(upstream: str, model: str, folder: Path) -> Iterator[str]:
                 raise RuntimeError(f"LiteLLM's proxy exited ({server.returncode}):\n{log_path.read_text()[-3000:]}")
             yield f"http://127.0.0.1:{port}/v1"
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop(server)

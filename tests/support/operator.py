@@ -9,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from gdpval.fakemodel.script import parse_inventory
 from infra.paths import REPO_ROOT, cache_dir, versions
 from support.cli import SUBMISSION_COLUMNS
 from support.polling import wait_until
+from support.processes import free_port
 
 CRD = REPO_ROOT / "crds" / "gdpval.io_gdpvalruns.yaml"
 RUN_TIMEOUT = 600
@@ -46,12 +46,6 @@ def image_ref(name: str, fallback: str) -> str:
     """The locally built image as hack/images.sh recorded it."""
     ref = cache_dir() / "images" / "refs" / name
     return ref.read_text().strip() if ref.is_file() else fallback
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
