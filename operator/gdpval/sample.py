@@ -43,6 +43,10 @@ class ErrorKind(StrEnum):
     sample_budget = "sample_budget"  # the sample's own budget ran out
 
 
+# How a sample ends when its endpoint is down: if the breaker opened meanwhile, the outage ended it.
+OUTAGE_KINDS = frozenset({ErrorKind.connection, ErrorKind.server_error, ErrorKind.timeout, ErrorKind.deadline})
+
+
 class Usage(BaseModel):
     input_tokens: int = 0  # cached ones included
     output_tokens: int = 0

@@ -121,6 +121,7 @@ class Plan:
     notes: list[Note] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
     budget: str = ""  # why spec.budget allows no new pod (the BudgetExhausted condition), or ""
+    outage: str = ""  # why the model endpoint's outage allows no new pod (the ModelUnavailable condition), or ""
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge

@@ -101,11 +101,25 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     settings = attempt.record.settings
     client = make_client(settings.model.base_url)
     # The pod sees only its own spend: the run's limits are the controller's to keep, the sample's are here.
-    governor = Governor(1, settings.budget.model_copy(update={"run_tokens": None, "run_cost": None}))
+    # An outage is waited out for a while (the sample keeps its conversation), then the pod ends with
+    # EXIT_MODEL_UNAVAILABLE (AttemptRedo) so the operator holds the attempt without a pod.
+    hold = float(os.environ.get(contract.OUTAGE_HOLD_ENV) or contract.OUTAGE_HOLD_SECONDS)
+    governor = Governor(1, settings.budget.model_copy(update={"run_tokens": None, "run_cost": None}), hold_s=hold)
     meter = Meter()
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
-        return run_attempt(attempt, storage, sample_client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings, meter=meter)
+        return run_attempt(
+            attempt,
+            storage,
+            sample_client,
+            tools,
+            view,
+            Path(contract.WORKSPACE),
+            Path(scratch),
+            warnings=warnings,
+            meter=meter,
+            redo=lambda result: governor.ended_by_outage(result.error_kind, 0),
+        )
 
 
 class _Refuse(MetaPathFinder):

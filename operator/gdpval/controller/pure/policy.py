@@ -32,6 +32,9 @@ CONFLICT_RETRY_SECONDS = 1.0
 # Pods of one attempt that may vanish or be disrupted (preempted, evicted, node shutdown) before
 # writing anything and be re-created under the same attempt number; the next such loss costs the attempt.
 MAX_RECREATIONS = 3
+# While the model endpoint is unavailable, a held attempt starts again as the probe this long after
+# the last hold (its pod then probes with backoff for up to contract.OUTAGE_HOLD_SECONDS itself).
+OUTAGE_PROBE_SECONDS = 30.0
 # /healthz fails when runs exist and no reconcile pass has ended for this long. A run is passed at
 # least every 60 s (resync, error backoff) and a hung API call gives up within about 2 minutes, so
 # only a wedged operator stays this long without one; its liveness probe then restarts it.

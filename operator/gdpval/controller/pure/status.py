@@ -109,6 +109,7 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
         ),
         _suspended(obs, plan),
         _cond("BudgetExhausted", bool(plan.budget), "RunBudgetSpent" if plan.budget else "WithinBudget", plan.budget),
+        _cond("ModelUnavailable", bool(plan.outage), "EndpointOutage" if plan.outage else "EndpointAnswers", plan.outage),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
         _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from gdpval.agent.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import GdpvalRunSpec
+from gdpval.controller.pure.decide.outage import outage_step
 from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView
@@ -47,13 +48,17 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
         plan.tally = t
         return None
     plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
-    if can_start and not stopped and not plan.budget:
+    if not stopped:
+        plan.outage = outage_step(obs.now, plan, _present(obs))
+    if can_start and not stopped and not plan.budget and not plan.outage:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
     message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
     if stopped:
         return queued(obs, Verdict("Suspended", "Suspended", message))
+    if plan.outage:
+        return queued(obs, Verdict("Running", "ModelUnavailable", f"{message}; {plan.outage}"))
     if plan.budget:
         return queued(obs, Verdict("Running", "BudgetExhausted", f"{message}; no new pods: {plan.budget}; raise spec.budget to go on"))
     return queued(obs, Verdict("Running", "PodsNotStarting" if plan.waiting else "SamplesRunning", message))
@@ -87,7 +92,7 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
     stopped = suspended_now(obs)
     for sample, entry in sorted(obs.ledger.items()):
         paused = entry.outcome == Outcome.paused
-        if paused and (stopped or resumed >= MAX_CREATES_PER_PASS):
+        if (paused and (stopped or resumed >= MAX_CREATES_PER_PASS)) or entry.outcome == Outcome.held:
             continue
         if not entry.ended_attempt and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
@@ -139,7 +144,7 @@ def _settle_old_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry | None
         plan.delete(pod)
         return
     outcome = entry.outcome if entry and entry.attempt == pod.attempt else Outcome.lost
-    if not keep_pod(obs.spec, outcome):
+    if outcome == Outcome.held or not keep_pod(obs.spec, outcome):  # a held attempt's next pod has this one's name
         plan.delete(pod)
 
 
@@ -151,6 +156,11 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
         # The cluster ended it before it wrote anything: once this pod is gone, `record_lost`
         # re-creates the same attempt (bounded), so a preemption costs no attempt.
         plan.notes.append(Note("PodDisrupted", f"pod {pod.name} was ended by the cluster ({pod.failure or 'DisruptionTarget'}); it starts again", warning=True))
+        plan.delete(pod)
+        return
+    if pod.model_unavailable and probe.committed is None and not probe.has_files:
+        plan.ledger[pod.sample] = entry.hold(obs.now)
+        plan.notes.append(Note("ModelUnavailable", f"pod {pod.name} ended by the model endpoint's outage; the attempt is held, not spent", warning=True))
         plan.delete(pod)
         return
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
@@ -189,9 +199,9 @@ def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) ->
 
 def record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
     """In-flight entries whose pod is gone: committed, lost, or safe to start again (a paused one once the run resumes)."""
-    present = {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
+    present = _present(obs)
     for sample, entry in sorted(plan.ledger.items()):
-        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended):
+        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended) or entry.outcome == Outcome.held:
             continue
         if _create_backoff(obs, plan, sample):
             continue
@@ -218,6 +228,11 @@ def record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
             continue
         plan.ledger[sample] = entry.recreate()
         plan.create_pods.append((sample, entry.attempt))
+
+
+def _present(obs: Observed) -> set[tuple[str, int]]:
+    """(sample, attempt) of every sample pod, ended or being deleted included: a new pod of the same attempt must wait."""
+    return {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
 
 
 def _in_create_backoff(obs: Observed, sample: str) -> bool:
