@@ -542,3 +542,21 @@ def test_parse_pod_reads_the_model_unavailable_exit():
     assert parse_pod(body).model_unavailable
     body["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] = 1
     assert not parse_pod(body).model_unavailable
+
+
+def test_rate_limited_attempts_narrow_the_window_and_clean_ones_widen_it_again():
+    from gdpval.controller.pure.status import build_status
+
+    wide = spec(parallelism=4)
+    ledger = {s: Entry(1, Outcome.running) for s in SAMPLES[:4]}
+    running = tuple(pod(s) for s in SAMPLES[1:4])
+    limited = Committed(succeeded=True, rate_limited=3)
+    o = obs(spec=wide, ledger=ledger, pods=(pod("t0-r0", phase="Succeeded"), *running), probes={("t0-r0", 1): Probe(committed=limited)})
+    narrowed = decide(o)
+    assert narrowed.window == 3 and narrowed.create_pods == []  # 3 still run: the freed slot stays shut
+    status = build_status(o, narrowed)
+    assert status.window == 3
+    after = {**narrowed.ledger, "t1-r0": Entry(1, Outcome.running)}
+    o2 = obs(spec=wide, status=status, ledger=after, pods=(pod("t1-r0", phase="Succeeded"), *running[1:]), probes={("t1-r0", 1): Probe(committed=OK)})
+    widened = decide(o2)
+    assert widened.window == 4 and widened.create_pods == [("t4-r0", 1), ("t5-r0", 1)]

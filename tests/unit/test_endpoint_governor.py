@@ -223,6 +223,9 @@ def test_429s_cut_the_limit():
     governor = Governor(8, BudgetSettings())
     governor.call(Meter(), lambda: answer(429), lambda: True)
     assert governor.limiter.allowed == 6
+    meter = Meter()
+    governor.call(meter, lambda: answer(200, headers={"x-ratelimit-remaining-requests": "0"}), lambda: True)
+    assert meter.rate_limited == 1  # what the attempt's result reports to the operator's window
 
 
 def test_a_pod_waits_out_an_outage_only_for_its_hold_then_the_outage_ends_the_attempt():

@@ -44,6 +44,7 @@ class Meter:
 
     spend: Spend = field(default_factory=Spend)
     refused: ErrorKind | None = None
+    rate_limited: int = 0  # calls answered with a rate limit (429, or x-ratelimit-remaining-* at 0)
 
 
 class Governor:
@@ -174,6 +175,7 @@ class Governor:
             elif response is not None and outage is None:
                 self.breaker.answered()
             signal = signal_of(response.status_code, response.headers) if response is not None else Signal()
+            meter.rate_limited += signal.limited
             self.limiter.release(signal, sent_at, now, ok=response is not None and response.status_code < 400)
             if usage is not None:
                 self._add(meter, usage)

@@ -49,6 +49,7 @@ class Committed:
     input_tokens: int = 0
     output_tokens: int = 0
     api_errors: int = 0
+    rate_limited: int = 0
 
     @classmethod
     def of(cls, result: SampleResult) -> Committed:
@@ -58,6 +59,7 @@ class Committed:
             input_tokens=result.usage.input_tokens,
             output_tokens=result.usage.output_tokens,
             api_errors=result.api_errors,
+            rate_limited=result.rate_limited,
         )
 
 

@@ -44,6 +44,18 @@ MAX_ERROR_BACKOFF_SECONDS = 60.0
 REPORT_AFTER_ERRORS = 3
 
 _ENDED_BADLY = (Outcome.failed, Outcome.lost)
+# The window of sample pods shrinks by this factor in a pass where an ended attempt met rate limits.
+WINDOW_DECREASE = 0.75
+
+
+def next_window(window: int, ceiling: int, limited: int, clean: int) -> int:
+    """How many sample pods may call the model at once, AIMD over the attempts a pass saw end: any
+    that met rate limits cut the window by a quarter (once a pass), else each that met none adds one.
+    Always within 1..ceiling (spec.parallelism): lowering parallelism lowers it at once."""
+    window = min(max(1, window), ceiling)
+    if limited:
+        return max(1, int(window * WINDOW_DECREASE))
+    return min(ceiling, window + clean)
 
 
 def budget_allowed(budget: int | str, total: int) -> int:

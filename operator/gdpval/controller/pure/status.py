@@ -157,6 +157,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),
+        window=plan.window or prev.window,
         sectors=prev.sectors if keep_counts or not t.sectors else t.sectors,
         conditions=conds,
     )

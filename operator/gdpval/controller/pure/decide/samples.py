@@ -25,6 +25,7 @@ from gdpval.controller.pure.policy import (
     gave_up,
     keep_pod,
     may_recreate,
+    next_window,
     retry_at,
 )
 from gdpval.controller.types import Note, Observed, Plan, Tally, Verdict
@@ -48,6 +49,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
         plan.tally = t
         return None
     plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
+    plan.window = next_window(obs.status.window or obs.spec.parallelism, obs.spec.parallelism, plan.limited, plan.clean)
     if not stopped:
         plan.outage = outage_step(obs.now, plan, _present(obs))
     if can_start and not stopped and not plan.budget and not plan.outage:
@@ -165,6 +167,9 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
         return
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
     ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
+    if probe.committed is not None:
+        plan.limited += probe.committed.rate_limited > 0
+        plan.clean += probe.committed.rate_limited == 0
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
@@ -304,7 +309,7 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
     active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
-    room = obs.spec.parallelism - active
+    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
     slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
     if slots < room:
         plan.wake_at.append(obs.now)  # the rest of the window in the next pass
