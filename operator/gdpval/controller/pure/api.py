@@ -124,6 +124,9 @@ class SamplePolicy(SettingsModel):
     pending_timeout_seconds: int = Field(
         default=600, ge=30, le=86400, description="A pod still Pending after this long is stuck: it is replaced and counts as a failed attempt."
     )
+    outage_hold_seconds: int = Field(
+        default=300, ge=1, le=86400, description="A sample pod waits this long for its model endpoint to come back, then ends without spending its attempt."
+    )
 
 
 class S3Credentials(SettingsModel):
