@@ -268,13 +268,12 @@ def sample_cmd(
     sandbox: Annotated[str, typer.Option(help="Tool server address.")] = contract.SANDBOX_URL,
 ) -> None:
     """Run one sample attempt against the sidecar sandbox and commit it (the agent container)."""
-    from gdpval.runner.attempt import AttemptRedo
-    from gdpval.runner.pod import run_sample
+    from gdpval.runner.pod import ModelUnavailable, run_sample
     from gdpval.storage import open_storage
 
     try:
         result = run_sample(open_storage(output), run_name, sample, attempt, sandbox)
-    except AttemptRedo:
+    except ModelUnavailable:
         print(f"ModelUnavailable: the model endpoint's outage ended attempt {attempt}; nothing committed, it runs again", file=sys.stderr)
         raise typer.Exit(contract.EXIT_MODEL_UNAVAILABLE) from None
     print(json.dumps({"sample": sample, "attempt": attempt, "status": result.status.value, "error_kind": result.error_kind}))

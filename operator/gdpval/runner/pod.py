@@ -34,6 +34,12 @@ OPTIONAL_UNUSED = ("aiohttp",)
 STAGE_CONCURRENCY = 8  # downloads in flight per pod: enough to hide round trips, few enough for a small node
 
 
+class ModelUnavailable(Exception):
+    """The model endpoint's outage ended the attempt and nothing was committed: the pod exits with
+    EXIT_MODEL_UNAVAILABLE and the operator runs the same attempt again (here, not in `runner.attempt`,
+    so the command's handler imports nothing of the agent's)."""
+
+
 def load_entry(storage: Storage, run: str, sample_id: str) -> ManifestEntry:
     """The sample's own entry object; the whole manifest only for runs prepared before entries existed."""
     try:
@@ -83,7 +89,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     with _unimportable(OPTIONAL_UNUSED):
         from gdpval.agent.client import connection_pool, governed, make_client
         from gdpval.agent.governor import Governor, Meter
-        from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
+        from gdpval.runner.attempt import Attempt, AttemptRedo, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
     from gdpval.sandbox.client import SandboxClient
 
@@ -108,18 +114,21 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     meter = Meter()
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
-        return run_attempt(
-            attempt,
-            storage,
-            sample_client,
-            tools,
-            view,
-            Path(contract.WORKSPACE),
-            Path(scratch),
-            warnings=warnings,
-            meter=meter,
-            redo=lambda result: governor.ended_by_outage(result.error_kind, 0),
-        )
+        try:
+            return run_attempt(
+                attempt,
+                storage,
+                sample_client,
+                tools,
+                view,
+                Path(contract.WORKSPACE),
+                Path(scratch),
+                warnings=warnings,
+                meter=meter,
+                redo=lambda result: governor.ended_by_outage(result.error_kind, 0),
+            )
+        except AttemptRedo:
+            raise ModelUnavailable(sample_id) from None
 
 
 class _Refuse(MetaPathFinder):
