@@ -46,28 +46,31 @@ def _unanswered(entry: Entry, answer: float | None) -> bool:
 
 def outage_step(now: float, plan: Plan, present: Iterable[tuple[str, int]]) -> str:
     """Resume the holds an answer freed, probe with one of the rest; why no new pod may start, or ""."""
-    gone = set(present)
+    held = sorted(s for s, e in plan.ledger.items() if e.outcome == Outcome.held)
+    probes = [e for e in plan.ledger.values() if e.outcome == Outcome.running and e.reason == MODEL_UNAVAILABLE]
+    if not held and not probes:
+        return ""  # the usual pass: no answer to look for
+    pods = set(present)  # an attempt's next pod has its name: it waits for the last one to go
     answer = last_answer(plan.ledger)
     waiting: list[tuple[float, str]] = []
-    for sample, entry in sorted(plan.ledger.items()):
-        if entry.outcome != Outcome.held:
-            continue
+    for sample in held:
+        entry = plan.ledger[sample]
         if _unanswered(entry, answer):
             waiting.append((entry.ended, sample))
-        elif (sample, entry.attempt) not in gone:
+        elif (sample, entry.attempt) not in pods:
             _resume(now, plan, sample, probe=False)
-    probing = [s for s, e in plan.ledger.items() if e.outcome == Outcome.running and e.reason == MODEL_UNAVAILABLE and _unanswered(e, answer)]
+    probing = any(_unanswered(e, answer) for e in probes)
     if not waiting and not probing:
         return ""
     waiting.sort()
     if waiting and not probing:
-        latest, (_, first) = waiting[-1][0], waiting[0]
+        latest, first = waiting[-1][0], waiting[0][1]
         if now < latest + OUTAGE_PROBE_SECONDS:
             plan.wake_at.append(latest + OUTAGE_PROBE_SECONDS)
-        elif (first, plan.ledger[first].attempt) not in gone:
+        elif (first, plan.ledger[first].attempt) not in pods:
             _resume(now, plan, first, probe=True)
-    held = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.held)
-    return f"the model endpoint is unavailable: {held} attempt(s) held (no attempt spent) and no new pods; a probe pod tries it again"
+    count = sum(1 for s in held if plan.ledger[s].outcome == Outcome.held)
+    return f"the model endpoint is unavailable: {count} attempt(s) held (no attempt spent) and no new pods; a probe pod tries it again"
 
 
 def _resume(now: float, plan: Plan, sample: str, probe: bool) -> None:
