@@ -194,17 +194,20 @@ def run(
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
     grading = f", grading_ready {info.grading_ready:.2f}" if info.grading_ready is not None else ""
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f}{grading})", highlight=False)
-    code = run_exit_status(c.total, c.succeeded, tally.crashed)
-    if code == contract.EXIT_UNFINISHED:
+    code = run_exit_status(c.total, c.succeeded, tally.crashed, runner.budget_stopped())
+    if code == contract.EXIT_UNFINISHED and not tally.crashed:
+        err().print(f"the run budget stopped the run (exit {code}): the same command with a higher limit runs the rest")
+    elif code == contract.EXIT_UNFINISHED:
         err().print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
     elif code == contract.EXIT_SAMPLES_FAILED:
         err().print(f"{c.total - c.succeeded} of {c.total} sample(s) have no committed success (exit {code}); --retry-failed runs the failed ones again")
     raise typer.Exit(code)
 
 
-def run_exit_status(total: int, succeeded: int, crashed: int) -> int:
-    """0 when every selected sample has a committed success; else why not (see gdpval.contract)."""
-    if crashed:
+def run_exit_status(total: int, succeeded: int, crashed: int, budget_stopped: bool = False) -> int:
+    """0 when every selected sample has a committed success; else why not (see gdpval.contract).
+    Samples the run budget cut or kept from starting are unfinished: a resume with a higher limit runs them."""
+    if crashed or budget_stopped:
         return contract.EXIT_UNFINISHED
     return 0 if succeeded == total else contract.EXIT_SAMPLES_FAILED
 
@@ -265,10 +268,14 @@ def sample_cmd(
     sandbox: Annotated[str, typer.Option(help="Tool server address.")] = contract.SANDBOX_URL,
 ) -> None:
     """Run one sample attempt against the sidecar sandbox and commit it (the agent container)."""
-    from gdpval.runner.pod import run_sample
+    from gdpval.runner.pod import ModelUnavailable, run_sample
     from gdpval.storage import open_storage
 
-    result = run_sample(open_storage(output), run_name, sample, attempt, sandbox)
+    try:
+        result = run_sample(open_storage(output), run_name, sample, attempt, sandbox)
+    except ModelUnavailable:
+        print(f"ModelUnavailable: the model endpoint's outage ended attempt {attempt}; nothing committed, it runs again", file=sys.stderr)
+        raise typer.Exit(contract.EXIT_MODEL_UNAVAILABLE) from None
     print(json.dumps({"sample": sample, "attempt": attempt, "status": result.status.value, "error_kind": result.error_kind}))
 
 

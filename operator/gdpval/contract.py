@@ -38,3 +38,10 @@ EXIT_RUN_CONFLICT = 4
 # UNFINISHED some attempts crashed and run again on resume; 130 interrupted by Ctrl-C.
 EXIT_SAMPLES_FAILED = 1
 EXIT_UNFINISHED = 3
+# A sample pod whose attempt the model endpoint's outage ended (its breaker opened and the outage
+# outlasted OUTAGE_HOLD_SECONDS, spec.samples.outageHoldSeconds, or ended the sample) exits with this, committing nothing: the
+# operator holds the attempt (condition ModelUnavailable) and starts it again, same number, once
+# the endpoint answers. EX_TEMPFAIL of sysexits.h.
+EXIT_MODEL_UNAVAILABLE = 75
+OUTAGE_HOLD_ENV = "GDPVAL_OUTAGE_HOLD_SECONDS"
+OUTAGE_HOLD_SECONDS = 300.0

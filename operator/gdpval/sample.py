@@ -43,6 +43,10 @@ class ErrorKind(StrEnum):
     sample_budget = "sample_budget"  # the sample's own budget ran out
 
 
+# How a sample ends when its endpoint is down: if the breaker opened meanwhile, the outage ended it.
+OUTAGE_KINDS = frozenset({ErrorKind.connection, ErrorKind.server_error, ErrorKind.timeout, ErrorKind.deadline})
+
+
 class Usage(BaseModel):
     input_tokens: int = 0  # cached ones included
     output_tokens: int = 0
@@ -91,6 +95,7 @@ class SampleResult(BaseModel):
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)
     api_errors: int = 0  # retried model-API errors (429, 5xx, timeouts)
+    rate_limited: int = 0  # model calls answered with a rate limit: the operator narrows its window of pods on them
     finish_reason: str | None = None  # of the last model reply ("length": cut off by the token limit)
     unmetered_turns: int = 0  # model replies whose usage the server left out, wholly or in part: tokens are then a lower bound
     cost: float | None = None  # money spent at the run's prices (budget.prices); None without prices

@@ -25,6 +25,7 @@ def committed(root: Path, run: str = "t") -> list[dict]:
 def test_run_budget_stops_the_run_within_one_sample_and_a_higher_limit_resumes_it(standin_dataset, scripted_model, tmp_path):
     prices = ("--price-input", "2", "--price-cached-input", "1", "--price-output", "8")
     first = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path, "--run-tokens", "15000", *prices))
+    assert first.returncode == 3, first.stderr  # unfinished: the same command, with a higher limit, goes on
     assert "run budget reached" in first.stderr and "run the same command with a higher limit" in first.stderr, first.stderr
     spent = committed(tmp_path)
     biggest = max(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in spent)
@@ -45,6 +46,15 @@ def test_run_budget_stops_the_run_within_one_sample_and_a_higher_limit_resumes_i
     assert all(r["cost"] is not None for r in rows)  # the stored prices stand when not given again
     report = (tmp_path / "runs/t/report.html").read_text()
     assert "cost" in report
+
+
+def test_a_streamed_run_counts_the_usage_of_its_last_chunk_against_the_budget(standin_dataset, tmp_path):
+    with start_background(dialects=("stream-only",)) as model:
+        first = gdpval(*run_args(standin_dataset, model.base_url, tmp_path, "--stream", "--run-tokens", "15000"))
+    assert "run budget reached" in first.stderr, first.stderr
+    spent = committed(tmp_path)
+    biggest = max(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in spent)
+    assert 15000 <= sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in spent) <= 15000 + biggest
 
 
 def test_sample_budget_ends_only_that_sample(standin_dataset, scripted_model, tmp_path):

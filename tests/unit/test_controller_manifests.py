@@ -177,6 +177,8 @@ def test_the_sandbox_token_travels_in_a_secret_never_in_the_pod_spec():
     assert contract.TOKEN_FILE.startswith(contract.TOKEN_DIR + "/")
     token_env = next(e for e in agent["env"] if e["name"] == contract.TOKEN_ENV)
     assert token_env["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": contract.TOKEN_KEY}
+    hold = next(e for e in agent["env"] if e["name"] == contract.OUTAGE_HOLD_ENV)
+    assert hold["value"] == "300"  # spec.samples.outageHoldSeconds: how long the pod waits out an outage
 
 
 def egress_of(policy):

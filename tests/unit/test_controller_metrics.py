@@ -23,6 +23,15 @@ def test_render_runs_and_latency():
     assert "gdpval_samples{" not in m.render()
 
 
+def test_a_run_with_prices_exports_its_cost_and_an_outage_hold():
+    m = Metrics()
+    m.observe_run("ns", "priced", "Running", Tally(total=3), cost=1.5, held=True)
+    m.observe_run("ns", "free", "Running", Tally(total=3))
+    text = m.render()
+    assert 'gdpval_cost{namespace="ns",run="priced"} 1.500000' in text and 'gdpval_cost{namespace="ns",run="free"}' not in text
+    assert 'gdpval_model_unavailable{namespace="ns",run="priced"} 1' in text and 'gdpval_model_unavailable{namespace="ns",run="free"} 0' in text
+
+
 def test_a_pass_and_its_wait_for_a_slot_are_separate_histograms():
     m = Metrics()
     m.observe_reconcile(0.3, waited=12.0)

@@ -112,3 +112,18 @@ def job(state: str) -> JobView:
 def test_jobs_kept_by_cleanup_policy_and_while_they_run(cleanup, kept):
     s = spec(cleanupPolicy=cleanup)
     assert {state for state in ("active", "complete", "failed") if policy.keep_job(s, job(state))} == kept
+
+
+@pytest.mark.parametrize(
+    "window, ceiling, limited, clean, expected",
+    [
+        (8, 8, 1, 3, 6),  # rate limits cut by a quarter, whatever else ended
+        (1, 8, 2, 0, 1),  # never below one pod
+        (6, 8, 0, 1, 7),  # each attempt that met none adds one
+        (7, 8, 0, 5, 8),  # up to spec.parallelism
+        (8, 4, 0, 0, 4),  # a lowered parallelism lowers the window at once
+        (3, 8, 0, 0, 3),  # nothing ended: nothing changes
+    ],
+)
+def test_the_window_of_pods_is_aimd_within_parallelism(window, ceiling, limited, clean, expected):
+    assert policy.next_window(window, ceiling, limited, clean) == expected

@@ -457,3 +457,106 @@ def test_a_spent_run_budget_starts_no_pod_and_a_raised_one_starts_them_again():
     raised = decide(obs(ledger={"t0-r0": ended}, spec=spec(budget={"runTokens": 5000, "prices": prices})))
     assert raised.create_pods == [("t1-r0", 1), ("t2-r0", 1)] and not raised.budget
     assert next(c for c in build_status(tight, raised).conditions if c.type == "BudgetExhausted").status == "False"
+
+
+def _outage_pod(sample: str, attempt: int = 1) -> PodView:
+    return pod(sample, attempt, phase="Failed", failure="agent-Error-exit75", exit_code=75, model_unavailable=True)
+
+
+def test_a_pod_the_outage_ended_holds_its_attempt_and_no_new_pod_starts():
+    from gdpval.controller.pure.status import build_status
+
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
+    ended = _outage_pod("t0-r0")
+    plan = decide(obs(ledger=ledger, pods=(ended, pod("t1-r0")), probes={("t0-r0", 1): Probe()}))
+    held = plan.ledger["t0-r0"]
+    assert held.outcome == Outcome.held and held.attempt == 1 and held.reason == "ModelUnavailable"
+    assert plan.delete_pods == [ended.name] and plan.create_pods == []  # a free slot, yet no new sample
+    assert plan.reason == "ModelUnavailable" and plan.tally.failed == 0 and plan.tally.pending == 5
+    condition = next(c for c in build_status(obs(ledger=ledger), plan).conditions if c.type == "ModelUnavailable")
+    assert condition.status == "True" and "no attempt spent" in condition.message
+
+
+def test_an_outage_pod_that_committed_something_is_not_held():
+    ledger = {"t0-r0": Entry(1, Outcome.running)}
+    plan = decide(obs(ledger=ledger, pods=(_outage_pod("t0-r0"),), probes={("t0-r0", 1): Probe(has_files=True)}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.lost
+
+
+def test_held_attempts_send_one_probe_pod_at_a_time_after_the_probe_delay():
+    from gdpval.controller.pure.policy import OUTAGE_PROBE_SECONDS
+
+    held = {s: Entry(1, Outcome.running).hold(NOW - 5) for s in SAMPLES[:2]}
+    early = decide(obs(ledger=held))
+    assert early.create_pods == [] and min(early.wake_at) == NOW - 5 + OUTAGE_PROBE_SECONDS
+    probing = decide(obs(now=NOW + OUTAGE_PROBE_SECONDS, ledger=held))
+    assert probing.create_pods == [("t0-r0", 1)] and probing.ledger["t0-r0"].outcome == Outcome.running
+    assert probing.reason == "ModelUnavailable"
+    again = decide(obs(now=NOW + 2 * OUTAGE_PROBE_SECONDS, ledger=probing.ledger, pods=(pod("t0-r0"),)))
+    assert again.create_pods == []  # the probe runs: nothing else starts
+
+
+def test_an_answer_after_the_holds_resumes_them_under_their_own_attempt():
+    from gdpval.controller.pure.status import build_status
+
+    held = {s: Entry(1, Outcome.running).hold(NOW - 50) for s in SAMPLES[:2]}
+    probe = held["t0-r0"].resume()
+    done = pod("t0-r0", phase="Succeeded")
+    plan = decide(obs(ledger=held | {"t0-r0": probe}, pods=(done,), probes={("t0-r0", 1): Probe(committed=OK)}))
+    assert plan.ledger["t0-r0"].outcome == Outcome.succeeded and plan.ledger["t0-r0"].attempt == 1
+    assert plan.create_pods == [("t1-r0", 1), ("t2-r0", 1)]  # the held one first, under attempt 1, then the window refills
+    assert plan.ledger["t1-r0"].outcome == Outcome.running and not plan.outage and plan.reason == "SamplesRunning"
+    condition = next(c for c in build_status(obs(), plan).conditions if c.type == "ModelUnavailable")
+    assert condition.status == "False"
+
+
+def test_a_failure_of_the_endpoint_is_no_answer():
+    held = {"t1-r0": Entry(1, Outcome.running).hold(NOW - 5)}
+    outage_failure = Entry(1, Outcome.failed, ended=int(NOW - 20), reason="connection")  # its retry is due, yet waits
+    plan = decide(obs(ledger=held | {"t0-r0": outage_failure}))
+    assert plan.ledger["t1-r0"].outcome == Outcome.held and plan.create_pods == [] and plan.reason == "ModelUnavailable"
+
+
+def test_the_last_hold_probing_keeps_the_window_shut_until_it_is_heard_from():
+    from gdpval.controller.pure.policy import OUTAGE_PROBE_SECONDS
+
+    held = {"t0-r0": Entry(1, Outcome.running).hold(NOW - OUTAGE_PROBE_SECONDS)}
+    probing = decide(obs(ledger=held))
+    assert probing.create_pods == [("t0-r0", 1)]
+    running = decide(obs(ledger=probing.ledger, pods=(pod("t0-r0"),)))
+    assert running.create_pods == [] and running.reason == "ModelUnavailable"
+
+
+def test_a_held_entry_survives_the_ledger_encoding():
+    held = Entry(2, Outcome.running, pods=3).hold(NOW)
+    assert Entry.decode(held.encode()) == held
+
+
+def test_parse_pod_reads_the_model_unavailable_exit():
+    from gdpval.controller.pure.observe import parse_pod
+
+    body = {
+        "metadata": {"name": "p", "labels": {n.L_COMPONENT: "sample", n.L_SAMPLE: "s", n.L_ATTEMPT: "1"}},
+        "status": {"phase": "Failed", "containerStatuses": [{"name": "agent", "state": {"terminated": {"exitCode": 75}}}]},
+    }
+    assert parse_pod(body).model_unavailable
+    body["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] = 1
+    assert not parse_pod(body).model_unavailable
+
+
+def test_rate_limited_attempts_narrow_the_window_and_clean_ones_widen_it_again():
+    from gdpval.controller.pure.status import build_status
+
+    wide = spec(parallelism=4)
+    ledger = {s: Entry(1, Outcome.running) for s in SAMPLES[:4]}
+    running = tuple(pod(s) for s in SAMPLES[1:4])
+    limited = Committed(succeeded=True, rate_limited=3)
+    o = obs(spec=wide, ledger=ledger, pods=(pod("t0-r0", phase="Succeeded"), *running), probes={("t0-r0", 1): Probe(committed=limited)})
+    narrowed = decide(o)
+    assert narrowed.window == 3 and narrowed.create_pods == []  # 3 still run: the freed slot stays shut
+    status = build_status(o, narrowed)
+    assert status.window == 3
+    after = {**narrowed.ledger, "t1-r0": Entry(1, Outcome.running)}
+    o2 = obs(spec=wide, status=status, ledger=after, pods=(pod("t1-r0", phase="Succeeded"), *running[1:]), probes={("t1-r0", 1): Probe(committed=OK)})
+    widened = decide(o2)
+    assert widened.window == 4 and widened.create_pods == [("t4-r0", 1), ("t5-r0", 1)]

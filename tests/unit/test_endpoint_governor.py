@@ -223,3 +223,50 @@ def test_429s_cut_the_limit():
     governor = Governor(8, BudgetSettings())
     governor.call(Meter(), lambda: answer(429), lambda: True)
     assert governor.limiter.allowed == 6
+    meter = Meter()
+    governor.call(meter, lambda: answer(200, headers={"x-ratelimit-remaining-requests": "0"}), lambda: True)
+    assert meter.rate_limited == 1  # what the attempt's result reports to the operator's window
+
+
+def test_a_pod_waits_out_an_outage_only_for_its_hold_then_the_outage_ends_the_attempt():
+    clock = Time()
+    policy = BreakerPolicy(failures=1, first_probe_s=0.0, max_probe_s=0.0)  # probes at once: the clock moves only in them
+    governor = Governor(1, BudgetSettings(), now=clock, breaker=policy, hold_s=12.0)
+    with pytest.raises(httpx2.ConnectError):
+        governor.call(Meter(), down, lambda: True)
+
+    def probe() -> bool:
+        clock.t += 5
+        return False
+
+    with pytest.raises(CallRefused) as refused:
+        governor.call(Meter(), answer, probe)
+    assert refused.value.kind == ErrorKind.connection and clock.t >= 12.0
+    assert governor.ended_by_outage(ErrorKind.connection, 0) and not governor.ended_by_outage(ErrorKind.connection, 1)
+    assert not governor.ended_by_outage(ErrorKind.max_steps, 0)
+
+
+def streamed(*events: bytes) -> httpx2.Response:
+    """A 200 event stream, cut into pieces that split lines, as a network delivers it."""
+    raw = b"".join(events)
+    pieces = [raw[i : i + 7] for i in range(0, len(raw), 7)]
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Pieces(pieces), request=REQUEST)
+
+
+class _Pieces(httpx2.SyncByteStream):
+    def __init__(self, pieces: list[bytes]):
+        self.pieces = pieces
+
+    def __iter__(self):
+        yield from self.pieces
+
+
+def test_a_streams_usage_chunk_counts_once_the_stream_is_read_and_passes_unchanged():
+    governor = Governor(2, BudgetSettings(run_tokens=100))
+    meter = Meter()
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 90, "completion_tokens": 20}}\r\n\r\n'
+    events = (b'data: {"choices": [{"delta": {"content": "hi"}}], "usage": null}\n\n', usage, b"data: [DONE]\n\n")
+    response = governor.call(meter, lambda: streamed(*events), lambda: True)
+    assert meter.spend.usage.total == 0  # nothing read yet
+    assert response.read() == b"".join(events)
+    assert meter.spend.usage == Usage(input_tokens=90, output_tokens=20) and governor.exhausted()

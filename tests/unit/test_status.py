@@ -86,6 +86,19 @@ def test_cluster_status_object():
     assert not [line for line in read.lines() if "not readable" in line]
 
 
+def test_cluster_status_shows_the_spend_and_an_outage_hold():
+    held = {"type": "ModelUnavailable", "status": "True", "message": "the model endpoint is unavailable: 3 attempt(s) held"}
+    obj = {
+        "metadata": {"name": "demo", "namespace": "gdpval"},
+        "status": {"state": "Running", "samples": {"total": 4}, "tokens": {"input": 10, "output": 2, "cost": 0.25}, "conditions": [held]},
+    }
+    lines = from_cluster(obj, None).lines()
+    assert "cost 0.2500" in lines[1]
+    assert "ModelUnavailable: the model endpoint is unavailable: 3 attempt(s) held" in lines
+    held["status"] = "False"
+    assert not [line for line in from_cluster(obj, None).lines() if "ModelUnavailable" in line]
+
+
 def test_run_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):
     items = runs.entries([runs.task("t1"), runs.task("t2")])
     done = runs.failed(items[0], 1).model_copy(update={"error": "[bold]not markup[/bold]"})

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import httpx2
@@ -22,7 +22,7 @@ import openai
 from gdpval.agent.breaker import Admission, Breaker, BreakerPolicy
 from gdpval.agent.budget import Spend, run_limit_reached, sample_limit_reached, usage_of
 from gdpval.agent.limiter import Limiter, Signal, signal_of
-from gdpval.sample import ErrorKind, Usage
+from gdpval.sample import OUTAGE_KINDS, ErrorKind, Usage
 from gdpval.settings import BudgetSettings
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ class Meter:
 
     spend: Spend = field(default_factory=Spend)
     refused: ErrorKind | None = None
+    rate_limited: int = 0  # calls answered with a rate limit (429, or x-ratelimit-remaining-* at 0)
 
 
 class Governor:
@@ -57,6 +58,7 @@ class Governor:
         notice: Callable[[str], None] = lambda line: log.warning("%s", line),
         now: Callable[[], float] = time.monotonic,
         breaker: BreakerPolicy | None = None,
+        hold_s: float | None = None,
     ):
         self.budget = budget
         self.spent = spent or Spend()
@@ -67,6 +69,7 @@ class Governor:
         self.cond = threading.Condition()
         self.budget_told = False
         self.peak = 0
+        self.hold_s = hold_s  # a call waits this long for an outage to end, then fails (None: for ever)
 
     # --- for the runner -----------------------------------------------------------------------
 
@@ -84,6 +87,11 @@ class Governor:
         with self.cond:
             while self.breaker.open and not stopping():
                 self.cond.wait(timeout=1.0)
+
+    def ended_by_outage(self, kind: ErrorKind | None, openings: int) -> bool:
+        """An attempt that ended with `kind`, begun when the breaker had opened `openings` times, was
+        ended by an outage, not by the model: it runs again under the same attempt number."""
+        return kind in OUTAGE_KINDS and self.openings() != openings
 
     def total(self) -> Spend:
         with self.cond:
@@ -105,9 +113,12 @@ class Governor:
             self._ended(meter, sent_at, None, None, outage=None)
             raise
         usage = None
-        if response.status_code == 200 and "json" in response.headers.get("content-type", ""):
+        kind = response.headers.get("content-type", "") if response.status_code == 200 else ""
+        if "json" in kind:
             response.read()
             usage = _usage(response.content)
+        elif "event-stream" in kind and "content-encoding" not in response.headers and isinstance(response.stream, httpx2.SyncByteStream):
+            response.stream = UsageTap(response.stream, lambda found: self._count(meter, found))
         outage = f"HTTP {response.status_code}" if response.status_code >= 500 else None
         self._ended(meter, sent_at, response, usage, outage)
         return response
@@ -126,7 +137,7 @@ class Governor:
     def _through_breaker(self, probe: Callable[[], bool]) -> None:
         while True:
             with self.cond:
-                while (admission := self.breaker.admit(self.now())) == Admission.wait:
+                while self._held_too_long() or (admission := self.breaker.admit(self.now())) == Admission.wait:
                     self.cond.wait(timeout=self.breaker.wait_s(self.now()))
                 if admission == Admission.go:
                     return
@@ -138,6 +149,13 @@ class Governor:
                 else:
                     log.info("model endpoint still unavailable; next probe in %.0f s", self.breaker.probe_delay)
                 self.cond.notify_all()
+
+    def _held_too_long(self) -> bool:
+        """False, or raises once the endpoint has been down longer than `hold_s` (asked before any admission)."""
+        opened_at = self.breaker.opened_at
+        if self.hold_s is None or opened_at is None or self.now() - opened_at < self.hold_s:
+            return False
+        raise CallRefused(ErrorKind.connection, f"the model endpoint has been unavailable for {self.now() - opened_at:.0f} s")
 
     def _acquire(self) -> float:
         with self.cond:
@@ -157,12 +175,21 @@ class Governor:
             elif response is not None and outage is None:
                 self.breaker.answered()
             signal = signal_of(response.status_code, response.headers) if response is not None else Signal()
+            meter.rate_limited += signal.limited
             self.limiter.release(signal, sent_at, now, ok=response is not None and response.status_code < 400)
             if usage is not None:
-                meter.spend.add(usage, self.budget.prices)
-                self.spent.add(usage, self.budget.prices)
-                self._tell_budget()
+                self._add(meter, usage)
             self.cond.notify_all()
+
+    def _count(self, meter: Meter, usage: Usage) -> None:
+        """Usage that arrives after the call's slot was given back: a stream's last chunk."""
+        with self.cond:
+            self._add(meter, usage)
+
+    def _add(self, meter: Meter, usage: Usage) -> None:
+        meter.spend.add(usage, self.budget.prices)
+        self.spent.add(usage, self.budget.prices)
+        self._tell_budget()
 
     def _tell_budget(self) -> None:
         reason = run_limit_reached(self.budget, self.spent)
@@ -177,6 +204,36 @@ def _usage(content: bytes) -> Usage | None:
         return usage_of(json.loads(content))
     except ValueError:
         return None
+
+
+class UsageTap(httpx2.SyncByteStream):
+    """A streamed answer passed through unchanged, its `usage` chunk (stream_options include_usage,
+    the last one) counted as it goes by. Lines are read as server-sent events; a line longer than
+    `MAX_LINE` is no usage chunk of a sane server and is skipped rather than held."""
+
+    MAX_LINE = 1 << 20
+
+    def __init__(self, inner: httpx2.SyncByteStream, found: Callable[[Usage], None]):
+        self.inner = inner
+        self.found = found
+        self.pending = b""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for part in self.inner:
+            self._scan(part)
+            yield part
+        self._scan(b"\n")
+
+    def _scan(self, part: bytes) -> None:
+        *lines, self.pending = (self.pending + part).split(b"\n")
+        if len(self.pending) > self.MAX_LINE:
+            self.pending = b""
+        for line in lines:
+            if line.startswith(b"data:") and b'"usage"' in line and (usage := _usage(line[5:])) is not None:
+                self.found(usage)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class GovernedTransport(httpx2.BaseTransport):

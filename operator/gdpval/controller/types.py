@@ -121,6 +121,10 @@ class Plan:
     notes: list[Note] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
     budget: str = ""  # why spec.budget allows no new pod (the BudgetExhausted condition), or ""
+    window: int = 0  # sample pods allowed at once (status.window), within parallelism; 0: not decided this pass
+    limited: int = 0  # attempts this pass saw end that met rate limits
+    clean: int = 0  # attempts this pass saw end (committed) that met none
+    outage: str = ""  # why the model endpoint's outage allows no new pod (the ModelUnavailable condition), or ""
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge

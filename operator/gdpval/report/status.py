@@ -18,6 +18,10 @@ from gdpval.submission.readiness import current_share
 LATEST_FAILURES = 5
 
 
+# Conditions under which a running run starts no new sample: `gdpval status` prints their message.
+HOLDS = ("ModelUnavailable", "BudgetExhausted")
+
+
 class SectorProgress(BaseModel):
     name: str
     total: int = 0
@@ -143,11 +147,13 @@ def from_cluster(obj: dict[str, Any], folder: RunStatus | None) -> RunStatus:
         running=int(counts.get("running", 0)),
         input_tokens=int(tokens.get("input", 0)),
         output_tokens=int(tokens.get("output", 0)),
+        cost=tokens.get("cost"),
         sectors=sectors or (folder.sectors if folder else []),
         failures=folder.failures if folder else [],
         eta_s=eta(folder.pace_s, total - succeeded - failed) if folder else None,  # the folder's pace, the status's counts
     )
     uris = [f"{label} {st[key]}" for label, key in (("storage", "storageURI"), ("submission", "submissionURI"), ("report", "reportURI")) if st.get(key)]
     unread = folder is None and status.state not in ("Pending", "Preparing") and bool(st.get("storageURI"))
-    status.notes = uris + ["(latest failures: the run's folder is not readable from here; give --s3-endpoint and AWS credentials)"] * unread
+    held = [f"{c['type']}: {c.get('message', '')}" for c in st.get("conditions") or [] if c.get("type") in HOLDS and c.get("status") == "True"]
+    status.notes = held + uris + ["(latest failures: the run's folder is not readable from here; give --s3-endpoint and AWS credentials)"] * unread
     return status

@@ -88,6 +88,7 @@ def run_attempt(
         priced = settings.budget.prices.known
         result.usage.cached_input_tokens = meter.spend.usage.cached_input_tokens
         result.cost = round(meter.spend.cost, 6) if priced else None
+        result.rate_limited = meter.rate_limited
     if redo(result):
         raise AttemptRedo(attempt.sample_id)
     commit(attempt, storage, result, host_workspace, transcript_path)

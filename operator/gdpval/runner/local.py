@@ -38,8 +38,6 @@ from gdpval.storage.progress import progress_from_keys
 
 log = logging.getLogger(__name__)
 READERS = 16  # result.json files read at once on resume (round trips on S3)
-# How a sample ends when its endpoint is down: if the breaker opened meanwhile, the outage ended it.
-OUTAGE_KINDS = frozenset({ErrorKind.connection, ErrorKind.server_error, ErrorKind.timeout, ErrorKind.deadline})
 
 
 @dataclass
@@ -148,6 +146,7 @@ class LocalRunner:
         self.governor = Governor(options.concurrency, settings.budget, spent, notice=_tell)
         self.pool = connection_pool(client, options.concurrency)
         self.not_started: list[str] = []  # samples the run budget kept from starting
+        self.budget_cut = 0  # samples the run budget ended (reason budget)
 
     def run(self, todo: list[tuple[ManifestEntry, int]]) -> list[SampleResult]:
         """Run every pending sample; on Ctrl-C stop the sandboxes and leave unfinished work uncommitted."""
@@ -171,11 +170,15 @@ class LocalRunner:
             self.pool.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def budget_stopped(self) -> bool:
+        """The run budget cut samples or kept them from starting: they wait for a higher limit."""
+        return bool(self.budget_cut or self.not_started)
+
     def _tell_budget(self, results: list[SampleResult]) -> None:
         """The closing line of a run its budget stopped: what was spent, what is left to do."""
-        reason = self.governor.exhausted()
-        cut = sum(1 for r in results if r.error_kind == ErrorKind.budget)
-        if reason is None or not (cut or self.not_started):
+        self.budget_cut = sum(1 for r in results if r.error_kind == ErrorKind.budget)
+        cut = self.budget_cut
+        if self.governor.exhausted() is None or not (cut or self.not_started):
             return
         spent = self.governor.total().describe(self.record.settings.budget.prices)
         _tell(
@@ -236,7 +239,7 @@ class LocalRunner:
                         cancelled=self.stopping.is_set,
                         warnings=warnings,
                         meter=meter,
-                        redo=lambda result: result.error_kind in OUTAGE_KINDS and self.governor.openings() != openings,
+                        redo=lambda result: self.governor.ended_by_outage(result.error_kind, openings),
                     )
                 finally:
                     self.active.discard(box)

@@ -34,6 +34,12 @@ OPTIONAL_UNUSED = ("aiohttp",)
 STAGE_CONCURRENCY = 8  # downloads in flight per pod: enough to hide round trips, few enough for a small node
 
 
+class ModelUnavailable(Exception):
+    """The model endpoint's outage ended the attempt and nothing was committed: the pod exits with
+    EXIT_MODEL_UNAVAILABLE and the operator runs the same attempt again (here, not in `runner.attempt`,
+    so the command's handler imports nothing of the agent's)."""
+
+
 def load_entry(storage: Storage, run: str, sample_id: str) -> ManifestEntry:
     """The sample's own entry object; the whole manifest only for runs prepared before entries existed."""
     try:
@@ -83,7 +89,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     with _unimportable(OPTIONAL_UNUSED):
         from gdpval.agent.client import connection_pool, governed, make_client
         from gdpval.agent.governor import Governor, Meter
-        from gdpval.runner.attempt import Attempt, SandboxView, commit, missing_references, run_attempt
+        from gdpval.runner.attempt import Attempt, AttemptRedo, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
     from gdpval.sandbox.client import SandboxClient
 
@@ -101,11 +107,28 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     settings = attempt.record.settings
     client = make_client(settings.model.base_url)
     # The pod sees only its own spend: the run's limits are the controller's to keep, the sample's are here.
-    governor = Governor(1, settings.budget.model_copy(update={"run_tokens": None, "run_cost": None}))
+    # An outage is waited out for a while (the sample keeps its conversation), then the pod ends with
+    # EXIT_MODEL_UNAVAILABLE (AttemptRedo) so the operator holds the attempt without a pod.
+    hold = float(os.environ.get(contract.OUTAGE_HOLD_ENV) or contract.OUTAGE_HOLD_SECONDS)
+    governor = Governor(1, settings.budget.model_copy(update={"run_tokens": None, "run_cost": None}), hold_s=hold)
     meter = Meter()
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
-        return run_attempt(attempt, storage, sample_client, tools, view, Path(contract.WORKSPACE), Path(scratch), warnings=warnings, meter=meter)
+        try:
+            return run_attempt(
+                attempt,
+                storage,
+                sample_client,
+                tools,
+                view,
+                Path(contract.WORKSPACE),
+                Path(scratch),
+                warnings=warnings,
+                meter=meter,
+                redo=lambda result: governor.ended_by_outage(result.error_kind, 0),
+            )
+        except AttemptRedo:
+            raise ModelUnavailable(sample_id) from None
 
 
 class _Refuse(MetaPathFinder):

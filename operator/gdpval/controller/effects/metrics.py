@@ -41,6 +41,8 @@ def top_reasons(reasons: dict[str, int]) -> list[tuple[str, int]]:
 class RunGauges:
     state: str
     tally: Tally
+    cost: float | None = None  # at spec.budget.prices; None without prices
+    held: bool = False  # ModelUnavailable: the model endpoint's outage holds the run
 
 
 @dataclass
@@ -87,12 +89,12 @@ class Metrics:
     phases: Histogram = field(default_factory=lambda: Histogram("gdpval_reconcile_phase_seconds", "Time of each step of a reconcile pass.", "phase"))
     errors: int = 0
 
-    def observe_run(self, namespace: str, name: str, state: str, tally: Tally) -> None:
+    def observe_run(self, namespace: str, name: str, state: str, tally: Tally, cost: float | None = None, held: bool = False) -> None:
         """A finished run is observed from its status, which has no failure reasons: the last known stay."""
         old = self.runs.get((namespace, name))
         if old is not None and not tally.failure_reasons and old.tally.failure_reasons:
             tally = tally.model_copy(update={"failure_reasons": old.tally.failure_reasons})
-        self.runs[(namespace, name)] = RunGauges(state, tally)
+        self.runs[(namespace, name)] = RunGauges(state, tally, cost, held)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -126,6 +128,10 @@ class Metrics:
         for (ns, name), run in sorted(self.runs.items()):
             lines.append(f"gdpval_tokens{_labels(namespace=ns, run=name, direction='input')} {run.tally.input_tokens}")
             lines.append(f"gdpval_tokens{_labels(namespace=ns, run=name, direction='output')} {run.tally.output_tokens}")
+        lines += ["# HELP gdpval_cost Money spent by the ended attempts at spec.budget.prices (runs with prices only).", "# TYPE gdpval_cost gauge"]
+        lines += [f"gdpval_cost{_labels(namespace=ns, run=name)} {r.cost:.6f}" for (ns, name), r in sorted(self.runs.items()) if r.cost is not None]
+        lines += ["# HELP gdpval_model_unavailable 1 while the model endpoint's outage holds the run.", "# TYPE gdpval_model_unavailable gauge"]
+        lines += [f"gdpval_model_unavailable{_labels(namespace=ns, run=name)} {int(r.held)}" for (ns, name), r in sorted(self.runs.items())]
         lines += ["# HELP gdpval_model_api_errors Retried model API errors (429, 5xx, timeouts) in committed attempts.", "# TYPE gdpval_model_api_errors gauge"]
         lines += [f"gdpval_model_api_errors{_labels(namespace=ns, run=name)} {r.tally.api_errors}" for (ns, name), r in sorted(self.runs.items())]
         lines += [

@@ -298,5 +298,6 @@ class Controller:
             await self.effects.write_status(worker.memory, ctx.namespace, ctx.name, status)
         with self.metrics.phase("events"):
             await self.effects.post(ctx, plan.notes + transition_notes(obs.status, status), obs.now)
-        self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally)
+        held = any(c.type == "ModelUnavailable" and c.status == "True" for c in status.conditions)
+        self.metrics.observe_run(ctx.namespace, ctx.name, status.state, tally_of(status) if settled else plan.tally, status.tokens.cost, held)
         return plan.requeue_after(obs.now)  # a finished run's only wake-up is its ttlSecondsAfterFinished

@@ -125,6 +125,9 @@ class SamplePolicy(SettingsModel):
     pending_timeout_seconds: int = Field(
         default=600, ge=30, le=86400, description="A pod still Pending after this long is stuck: it is replaced and counts as a failed attempt."
     )
+    outage_hold_seconds: int = Field(
+        default=300, ge=1, le=86400, description="A sample pod waits this long for its model endpoint to come back, then ends without spending its attempt."
+    )
 
 
 class S3Credentials(SettingsModel):
@@ -386,6 +389,9 @@ class GdpvalRunStatus(SettingsModel):
     )
     completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
+    window: int | None = Field(
+        default=None, description="Sample pods the run lets call the model at once, within spec.parallelism: cut on rate limits, raised without."
+    )
     suspended_seconds: int = Field(default=0, description="Time the run spent suspended before its current state; not counted against spec.deadlineSeconds.")
     sectors: dict[str, SectorCounts] = Field(
         default_factory=dict,

@@ -33,9 +33,11 @@ class Outcome(StrEnum):
     failed = "f"  # result.json committed with status failed (the model side)
     lost = "x"  # the attempt ended without a result (pod failed, stuck, deleted)
     paused = "p"  # in flight, its pod stopped by spec.suspend: it starts again under the same attempt
+    held = "o"  # in flight, its pod ended by the model endpoint's outage: it starts again, same attempt, once the endpoint answers
 
 
-IN_FLIGHT = (Outcome.running, Outcome.paused)
+IN_FLIGHT = (Outcome.running, Outcome.paused, Outcome.held)
+MODEL_UNAVAILABLE = "ModelUnavailable"  # the reason of a held attempt (kept while its next pod runs: that pod probes)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Committed:
     input_tokens: int = 0
     output_tokens: int = 0
     api_errors: int = 0
+    rate_limited: int = 0
 
     @classmethod
     def of(cls, result: SampleResult) -> Committed:
@@ -56,6 +59,7 @@ class Committed:
             input_tokens=result.usage.input_tokens,
             output_tokens=result.usage.output_tokens,
             api_errors=result.api_errors,
+            rate_limited=result.rate_limited,
         )
 
 
@@ -93,8 +97,12 @@ class Entry:
         """The run was suspended: this attempt's pod is stopped, and the attempt is not spent."""
         return replace(self, outcome=Outcome.paused)
 
+    def hold(self, now: float) -> Entry:
+        """The outage ended this attempt's pod before it committed anything: the attempt is not spent."""
+        return replace(self, outcome=Outcome.held, ended=int(now), reason=MODEL_UNAVAILABLE)
+
     def resume(self) -> Entry:
-        """A new pod for the paused attempt (a suspension is no loss: `recreated` stays)."""
+        """A new pod for the paused or held attempt (neither is a loss: `recreated` stays)."""
         return replace(self, outcome=Outcome.running, pods=self.pods + 1)
 
     def recreate(self) -> Entry:

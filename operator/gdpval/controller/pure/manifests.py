@@ -349,7 +349,8 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         ],
     )
     token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
-    agent_env = [token_env, *s3_env(ctx), home]
+    hold = {"name": c.OUTAGE_HOLD_ENV, "value": str(ctx.spec.samples.outage_hold_seconds)}
+    agent_env = [token_env, *s3_env(ctx), home, hold]
     key = ctx.spec.model.api_key_secret_ref
     if key:
         agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})

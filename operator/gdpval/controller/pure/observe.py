@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gdpval import contract
 from gdpval.controller.pure import names as n
 
 # Waiting reasons that never resolve by waiting: the pod is stuck at once.
@@ -52,6 +53,7 @@ class PodView:
     disrupted: bool = False  # ended by the cluster (DisruptionTarget, preemption, eviction, node shutdown)
     gated: str = ""  # scheduling gates holding it (Kueue admission and the like), comma-separated
     scheduled: float = 0.0  # when it was bound to a node (PodScheduled=True), 0 before
+    model_unavailable: bool = False  # a container exited with EXIT_MODEL_UNAVAILABLE: the endpoint's outage ended it
 
     @property
     def terminal(self) -> bool:
@@ -137,6 +139,10 @@ def _failure(status: Mapping[str, Any]) -> tuple[str, str, int]:
     return reason, status.get("message", ""), 0
 
 
+def _model_unavailable(status: Mapping[str, Any]) -> bool:
+    return any(((cs.get("state") or {}).get("terminated") or {}).get("exitCode") == contract.EXIT_MODEL_UNAVAILABLE for cs in _statuses(status))
+
+
 def parse_pod(body: Mapping[str, Any]) -> PodView:
     meta = body.get("metadata", {})
     labels = meta.get("labels", {}) or {}
@@ -165,6 +171,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         disrupted=_disrupted(status),
         gated=_gates(body.get("spec", {}) or {}, status),
         scheduled=_scheduled(status),
+        model_unavailable=status.get("phase") == "Failed" and _model_unavailable(status),
     )
 
 

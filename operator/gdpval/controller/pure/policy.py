@@ -32,6 +32,9 @@ CONFLICT_RETRY_SECONDS = 1.0
 # Pods of one attempt that may vanish or be disrupted (preempted, evicted, node shutdown) before
 # writing anything and be re-created under the same attempt number; the next such loss costs the attempt.
 MAX_RECREATIONS = 3
+# While the model endpoint is unavailable, a held attempt starts again as the probe this long after
+# the last hold (its pod then probes with backoff for up to contract.OUTAGE_HOLD_SECONDS itself).
+OUTAGE_PROBE_SECONDS = 30.0
 # /healthz fails when runs exist and no reconcile pass has ended for this long. A run is passed at
 # least every 60 s (resync, error backoff) and a hung API call gives up within about 2 minutes, so
 # only a wedged operator stays this long without one; its liveness probe then restarts it.
@@ -41,6 +44,18 @@ MAX_ERROR_BACKOFF_SECONDS = 60.0
 REPORT_AFTER_ERRORS = 3
 
 _ENDED_BADLY = (Outcome.failed, Outcome.lost)
+# The window of sample pods shrinks by this factor in a pass where an ended attempt met rate limits.
+WINDOW_DECREASE = 0.75
+
+
+def next_window(window: int, ceiling: int, limited: int, clean: int) -> int:
+    """How many sample pods may call the model at once, AIMD over the attempts a pass saw end: any
+    that met rate limits cut the window by a quarter (once a pass), else each that met none adds one.
+    Always within 1..ceiling (spec.parallelism): lowering parallelism lowers it at once."""
+    window = min(max(1, window), ceiling)
+    if limited:
+        return max(1, int(window * WINDOW_DECREASE))
+    return min(ceiling, window + clean)
 
 
 def budget_allowed(budget: int | str, total: int) -> int:

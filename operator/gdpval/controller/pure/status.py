@@ -109,6 +109,7 @@ def conditions(obs: Observed, plan: Plan, refused: list[str]) -> list[Condition]
         ),
         _suspended(obs, plan),
         _cond("BudgetExhausted", bool(plan.budget), "RunBudgetSpent" if plan.budget else "WithinBudget", plan.budget),
+        _cond("ModelUnavailable", bool(plan.outage), "EndpointOutage" if plan.outage else "EndpointAnswers", plan.outage),
         # kstatus (Flux, kubectl-style waiters) reads Stalled=True as "failed, will not progress".
         _cond("Stalled", failed, plan.reason if failed else "NotStalled", plan.message if failed else ""),
     ]
@@ -156,6 +157,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),
+        window=plan.window or prev.window,
         sectors=prev.sectors if keep_counts or not t.sectors else t.sectors,
         conditions=conds,
     )

@@ -1,7 +1,8 @@
 """The reconcile decision: observed state in, a plan of effects out. No I/O here.
 
 Split by phase, each returning its Verdict: `lifecycle` (the prepare and assemble Jobs, failing,
-a finished run), `samples` (pods, probes, counts, the window of pods), `suspend` (spec.suspend and
+a finished run), `samples` (pods, probes, counts, the window of pods, with `outage`: the model
+endpoint's breaker over held attempts), `suspend` (spec.suspend and
 Kueue's queueing). `decide` runs them in order and concludes the pass in one place.
 
 Per-sample state lives in three places, each the authority for one thing:

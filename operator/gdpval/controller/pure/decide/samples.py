@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from gdpval.agent.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import GdpvalRunSpec
+from gdpval.controller.pure.decide.outage import outage_step
 from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView
@@ -24,6 +25,7 @@ from gdpval.controller.pure.policy import (
     gave_up,
     keep_pod,
     may_recreate,
+    next_window,
     retry_at,
 )
 from gdpval.controller.types import Note, Observed, Plan, Tally, Verdict
@@ -47,13 +49,18 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
         plan.tally = t
         return None
     plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
-    if can_start and not stopped and not plan.budget:
+    plan.window = next_window(obs.status.window or obs.spec.parallelism, obs.spec.parallelism, plan.limited, plan.clean)
+    if not stopped:
+        plan.outage = outage_step(obs.now, plan, _present(obs))
+    if can_start and not stopped and not plan.budget and not plan.outage:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
     message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
     if stopped:
         return queued(obs, Verdict("Suspended", "Suspended", message))
+    if plan.outage:
+        return queued(obs, Verdict("Running", "ModelUnavailable", f"{message}; {plan.outage}"))
     if plan.budget:
         return queued(obs, Verdict("Running", "BudgetExhausted", f"{message}; no new pods: {plan.budget}; raise spec.budget to go on"))
     return queued(obs, Verdict("Running", "PodsNotStarting" if plan.waiting else "SamplesRunning", message))
@@ -87,7 +94,7 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
     stopped = suspended_now(obs)
     for sample, entry in sorted(obs.ledger.items()):
         paused = entry.outcome == Outcome.paused
-        if paused and (stopped or resumed >= MAX_CREATES_PER_PASS):
+        if (paused and (stopped or resumed >= MAX_CREATES_PER_PASS)) or entry.outcome == Outcome.held:
             continue
         if not entry.ended_attempt and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
@@ -139,7 +146,7 @@ def _settle_old_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry | None
         plan.delete(pod)
         return
     outcome = entry.outcome if entry and entry.attempt == pod.attempt else Outcome.lost
-    if not keep_pod(obs.spec, outcome):
+    if outcome == Outcome.held or not keep_pod(obs.spec, outcome):  # a held attempt's next pod has this one's name
         plan.delete(pod)
 
 
@@ -153,8 +160,16 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
         plan.notes.append(Note("PodDisrupted", f"pod {pod.name} was ended by the cluster ({pod.failure or 'DisruptionTarget'}); it starts again", warning=True))
         plan.delete(pod)
         return
+    if pod.model_unavailable and probe.committed is None and not probe.has_files:
+        plan.ledger[pod.sample] = entry.hold(obs.now)
+        plan.notes.append(Note("ModelUnavailable", f"pod {pod.name} ended by the model endpoint's outage; the attempt is held, not spent", warning=True))
+        plan.delete(pod)
+        return
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
     ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
+    if probe.committed is not None:
+        plan.limited += probe.committed.rate_limited > 0
+        plan.clean += probe.committed.rate_limited == 0
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
@@ -189,9 +204,9 @@ def _watch_running_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) ->
 
 def record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
     """In-flight entries whose pod is gone: committed, lost, or safe to start again (a paused one once the run resumes)."""
-    present = {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
+    present = _present(obs)
     for sample, entry in sorted(plan.ledger.items()):
-        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended):
+        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended) or entry.outcome == Outcome.held:
             continue
         if _create_backoff(obs, plan, sample):
             continue
@@ -218,6 +233,11 @@ def record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
             continue
         plan.ledger[sample] = entry.recreate()
         plan.create_pods.append((sample, entry.attempt))
+
+
+def _present(obs: Observed) -> set[tuple[str, int]]:
+    """(sample, attempt) of every sample pod, ended or being deleted included: a new pod of the same attempt must wait."""
+    return {(p.sample, p.attempt) for p in obs.pods if p.component == n.COMPONENT_SAMPLE}
 
 
 def _in_create_backoff(obs: Observed, sample: str) -> bool:
@@ -289,7 +309,7 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
     active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
-    room = obs.spec.parallelism - active
+    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
     slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
     if slots < room:
         plan.wake_at.append(obs.now)  # the rest of the window in the next pass
