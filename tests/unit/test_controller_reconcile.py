@@ -560,3 +560,16 @@ def test_rate_limited_attempts_narrow_the_window_and_clean_ones_widen_it_again()
     o2 = obs(spec=wide, status=status, ledger=after, pods=(pod("t1-r0", phase="Succeeded"), *running[1:]), probes={("t1-r0", 1): Probe(committed=OK)})
     widened = decide(o2)
     assert widened.window == 4 and widened.create_pods == [("t4-r0", 1), ("t5-r0", 1)]
+
+
+def test_raising_parallelism_widens_a_window_no_rate_limit_cut():
+    """A run at parallelism 1 raised to 4 starts 4 pods at once (a stored full window kept it at 1)."""
+    from gdpval.controller.pure.status import build_status
+
+    first = obs(spec=spec(parallelism=1))
+    one = decide(first)
+    assert len(one.create_pods) == 1
+    status = build_status(first, one)
+    assert status.window is None, "a window that is all of parallelism is not stored"
+    raised = decide(obs(spec=spec(parallelism=4), status=status, ledger=one.ledger, pods=(pod(one.create_pods[0][0]),)))
+    assert len(raised.create_pods) == 3

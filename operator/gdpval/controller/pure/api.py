@@ -390,7 +390,9 @@ class GdpvalRunStatus(SettingsModel):
     completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
     window: int | None = Field(
-        default=None, description="Sample pods the run lets call the model at once, within spec.parallelism: cut on rate limits, raised without."
+        default=None,
+        description="Sample pods the run lets call the model at once while rate limits keep it below spec.parallelism (cut on them, "
+        "raised without); empty at full parallelism.",
     )
     suspended_seconds: int = Field(default=0, description="Time the run spent suspended before its current state; not counted against spec.deadlineSeconds.")
     sectors: dict[str, SectorCounts] = Field(

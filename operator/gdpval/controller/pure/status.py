@@ -157,7 +157,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),
-        window=plan.window or prev.window,
+        window=_window(plan, obs.spec.parallelism, prev.window),
         sectors=prev.sectors if keep_counts or not t.sectors else t.sectors,
         conditions=conds,
     )
@@ -216,3 +216,11 @@ def transition_notes(prev: GdpvalRunStatus, new: GdpvalRunStatus) -> list[Note]:
 def status_patch(status: GdpvalRunStatus) -> dict:
     """The JSON written to the status subresource (camelCase, empty values dropped)."""
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _window(plan: Plan, parallelism: int, previous: int | None) -> int | None:
+    """status.window: kept from the last pass that decided none; empty while it is all of parallelism,
+    so that raising spec.parallelism widens it at once (a stored full window would stay at the old one)."""
+    if not plan.window:
+        return previous
+    return plan.window if plan.window < parallelism else None
