@@ -15,11 +15,7 @@ import yaml
 
 from gdpval.controller.effects.worker import Defaults
 from gdpval.controller.pure.api import POD_DEFAULTS_ENV, PodDefaults
-from support.chart import CHART, NAMESPACE, RELEASE, VARIANTS, helm, is_hook, of_kind, one, render, set_args
-
-
-def operator_container(docs: list[dict]) -> dict:
-    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+from support.chart import CHART, NAMESPACE, RELEASE, VARIANTS, helm, is_hook, of_kind, one, operator_container, render, set_args
 
 
 def watched_flags(args: list[str]) -> list[str]:

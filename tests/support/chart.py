@@ -88,6 +88,11 @@ def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
     return found[0]
 
 
+def operator_container(docs: list[dict]) -> dict:
+    """The operator Deployment's container."""
+    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
 def is_hook(doc: dict) -> bool:
     return "helm.sh/hook" in (doc["metadata"].get("annotations") or {})
 
@@ -104,6 +109,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no-crd": {"crds": {"install": False}},
     "crd-not-kept": {"crds": {"keep": False}},
     "no-rbac": {"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "existing"}},
+    "prepull": {
+        "prepull": {
+            "enabled": True,
+            "extraImages": ["registry.example/sandbox:custom"],
+            "nodeSelector": {"gdpval.io/samples": "true"},
+            "tolerations": [{"key": "gdpval", "operator": "Exists", "effect": "NoSchedule"}],
+            "priorityClassName": "system-node-critical",
+        },
+        "imagePullSecrets": [{"name": "pull"}],
+    },
     "digest": {
         "image": {"digest": "sha256:" + "a" * 64},
         "sandboxImage": {"repository": "registry.example/gdpval-sandbox", "tag": "full-1"},
