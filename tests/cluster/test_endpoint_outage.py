@@ -7,9 +7,9 @@ The outage is scaled down from the acceptance's ten minutes (bench/endpoint.py r
 from __future__ import annotations
 
 import pytest
-from operator_support import assert_committed_once, operator_namespace, result_keys, run_folder
 
 from gdpval.fakemodel.server import start_background
+from support.operator import assert_committed_once, operator_namespace, result_keys, run_folder
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_network_policy import model_control
-from test_operator import env  # noqa: F401  (the operator, MinIO, the scripted model and a restricted namespace)
 
 from gdpval import contract
 from support.attacks import server_attack
+from support.netprobe import model_control
 from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
