@@ -15,7 +15,7 @@ from gdpval.render import cache, child, guard
 from gdpval.render.view import View
 from gdpval.render.worker import kind_of
 
-RENDERER_VERSION = "render-1"
+RENDERER_VERSION = "render-2"  # 2: LibreOffice given an absolute HOME (a relative one aborted it)
 
 
 def view_file(path: Path, name: str, limits: child.RenderLimits | None = None, cache_base: Path | None = None) -> View:

@@ -112,7 +112,7 @@ def _convert(path: Path, target: str, scratch: Path) -> Path:
     out.mkdir(exist_ok=True)
     argv = [office, "--headless", "--norestore", "--nolockcheck", "--convert-to", target, "--outdir", str(out), str(path)]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=OFFICE_TIMEOUT_S, env={**os.environ, "HOME": str(scratch)})
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=OFFICE_TIMEOUT_S, env={**os.environ, "HOME": str(scratch.resolve())})
     except subprocess.TimeoutExpired:
         raise Unrenderable(f"LibreOffice did not finish within {OFFICE_TIMEOUT_S} s") from None
     made = [p for p in out.iterdir() if p.is_file()]
