@@ -7,7 +7,6 @@ is known before anything is rendered. The dataset is loaded only when a file is 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.loader import LoadedDataset, load_dataset
 from gdpval.judge.convert import View, view_file
 from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.render.cache import file_digest
 from gdpval.storage import Storage, StorageError
 
 
@@ -30,14 +30,6 @@ class Fetched:
         if self.path is None:
             return View(self.name, "missing", f"[the file could not be fetched: {self.digest}]")
         return view_file(self.path, self.name)
-
-
-def digest_of(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def render(files: list[Fetched]) -> tuple[list[View], float]:
@@ -86,4 +78,4 @@ class Inputs:
 
 
 def _local(name: str, path: Path) -> Fetched:
-    return Fetched(name, path, digest_of(path))
+    return Fetched(name, path, file_digest(path))
