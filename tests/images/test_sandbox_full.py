@@ -13,21 +13,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox import runtime
 from gdpval.sandbox.local import LocalSandbox
-from infra.paths import REPO_ROOT
+from support.sandbox_full import BUILD_IT, image, local_runtime, podman
 
 pytestmark = pytest.mark.slow
 
-BUILD = REPO_ROOT / "images" / "sandbox" / "build.sh"
-BUILD_IT = "run images/sandbox/build.sh (hack/setup.sh --test does; 2-5 minutes, see images/sandbox/README.md)"
-UNPACK_IT = "run `gdpval runtime build` (hack/setup.sh --test does; about 30 s once the image is built)"
 CHECKS_TIMEOUT_S = 900
 
 CHECKS = r"""
@@ -197,7 +192,7 @@ def _():
     assert soundfile.info(f"{out}/tone.wav").duration > 0.9
     with av.open(f"{out}/clip.mp4") as container:
         frames = sum(1 for _ in container.decode(video=0))
-    from moviepy import VideoFileClip
+    from moviepy.editor import VideoFileClip
     with VideoFileClip(f"{out}/clip.mp4") as clip:
         duration = clip.duration
     from pydub import AudioSegment
@@ -249,24 +244,6 @@ NAMES = [
 ]
 
 
-def podman() -> list[str]:
-    exe = shutil.which("podman")
-    if exe is None:
-        pytest.fail(f"podman is not installed: run hack/setup.sh --test, then {BUILD_IT}")
-    runc = shutil.which("runc")
-    # crun refuses this machine's hybrid cgroup layout; hack/images.sh uses runc the same way.
-    return [exe, "--log-level=error", *(["--runtime", runc] if runc else []), "--cgroup-manager=cgroupfs"]
-
-
-def image() -> str:
-    """$GDPVAL_SANDBOX_FULL_IMAGE, or the image this tree's Dockerfile, lock and tool server build."""
-    if os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE"):
-        return os.environ["GDPVAL_SANDBOX_FULL_IMAGE"]
-    tag = subprocess.run(["bash", str(BUILD), "tag"], capture_output=True, text=True)
-    assert tag.returncode == 0, f"cannot name the full sandbox image: {tag.stderr.strip()}"
-    return tag.stdout.strip()
-
-
 def in_podman(tmp: Path) -> dict:
     base = podman()
     ref = image()
@@ -300,16 +277,6 @@ def in_podman(tmp: Path) -> dict:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((out / "results.json").read_text())
-
-
-def local_runtime() -> runtime.Runtime:
-    """The runtime unpacked from the image this tree builds (not merely some older one)."""
-    found = runtime.current()
-    if found is None or found.info is None:
-        pytest.fail(f"no local runtime in {runtime.runtimes_dir()}: {UNPACK_IT}")
-    wanted = image()
-    assert found.info.image == wanted, f"the local runtime is {found.info.image}, not this tree's {wanted}: {UNPACK_IT}"
-    return found
 
 
 def in_local_runtime(tmp: Path) -> dict:

@@ -1,0 +1,37 @@
+"""Every package of the full image's list (the GDPval paper's, images/sandbox/requirements.in) imports,
+in the image under podman and in the local runtime through a hardened bubblewrap sandbox.
+
+A missing image, runtime or podman fails with what to run; it never skips."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.paper_packages import IMPORT_SCRIPT, MODULES, REQUIREMENTS_IN, listed, parse_imports
+from support.sandbox_full import python_in_local_runtime, python_in_podman
+
+IMPORTS_TIMEOUT_S = 900
+LISTED = listed(REQUIREMENTS_IN.read_text())
+MODULE_NAMES = sorted({MODULES[name] for name in LISTED if name in MODULES})
+
+
+def test_every_listed_package_has_its_module_named() -> None:
+    assert len(LISTED) > 140
+    assert sorted(set(LISTED) - set(MODULES)) == [] and sorted(set(MODULES) - set(LISTED)) == []
+
+
+@pytest.fixture(scope="module", params=["local", "podman"])
+def imported(request, tmp_path_factory) -> dict[str, str]:
+    if request.param == "podman":
+        output = python_in_podman(IMPORT_SCRIPT, MODULE_NAMES, IMPORTS_TIMEOUT_S)
+    else:
+        workspace = tmp_path_factory.mktemp("imports") / "workspace"
+        output = python_in_local_runtime(IMPORT_SCRIPT, MODULE_NAMES, workspace, IMPORTS_TIMEOUT_S)
+    return parse_imports(output)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("distribution", LISTED)
+def test_the_package_imports(imported: dict[str, str], distribution: str) -> None:
+    module = MODULES[distribution]
+    assert imported[module] == "ok", imported[module]
