@@ -41,15 +41,22 @@ PY
 }
 
 # Resolve on the host's CPython 3.11 (linux x86_64, glibc >= the image's), which picks the files the
-# image can use, with `pip download` into a fresh folder (kept: the wheel step reuses its files);
-# lockfile.py refuses anything that needs more than the image's Python 3.11.2 and writes each pin
-# with the sha256 of the file downloaded.
+# image can use, with `pip download` (kept: the wheel step reuses its files). The files of the last
+# lock seed the folder, since this PyPI mirror serves no metadata and resolving downloads every
+# candidate; the lock takes only the files pip names in this resolution. lockfile.py refuses anything
+# that needs more than the image's Python 3.11.2 and pins each file by its sha256.
 LOCK_DOWNLOADS="$STATE/lock-download"
 lock() {
   check_python
-  rm -rf "$LOCK_DOWNLOADS"
-  nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --quiet -d "$LOCK_DOWNLOADS" -r "$HERE/requirements.in" >&2
-  "$PYTHON" "$HERE/lockfile.py" write-lock "$LOCK_DOWNLOADS" "$HERE/requirements.in" "$HERE/requirements.txt"
+  local fresh="$LOCK_DOWNLOADS.new" log
+  rm -rf "$fresh" && mkdir -p "$fresh" "$LOCK_DOWNLOADS"
+  cp -al "$LOCK_DOWNLOADS"/. "$fresh/"
+  log="$(mktemp)"
+  nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --progress-bar off -d "$fresh" -r "$HERE/requirements.in" >"$log" 2>&1 ||
+    { tail -30 "$log" >&2; die "pip could not resolve requirements.in (log: $log)"; }
+  "$PYTHON" "$HERE/lockfile.py" write-lock "$log" "$HERE/requirements.in" "$HERE/requirements.txt" ||
+    die "no lock written (pip's log: $log)"
+  rm -rf "$LOCK_DOWNLOADS" && mv "$fresh" "$LOCK_DOWNLOADS" && rm -f "$log"
 }
 
 ensure_base() {

@@ -1,7 +1,7 @@
 """Turn pip's resolution report into the sandbox image's hashed lock, and the lock into the image's.
 
 `build.sh lock` resolves requirements.in on the host (CPython 3.11, linux x86_64, like the image)
-with `pip download` into a fresh folder; `write-lock` checks those files against the image's
+with `pip download`; `write-lock` checks the files it names against the image's
 interpreter and writes requirements.txt, one pin and the sha256 of the file pip chose per package.
 `image-lock` rewrites it for the image: a pure-Python package that PyPI has only as source is built
 on the host from its hash-checked sdist, so inside the image its pin carries the built wheel's hash
@@ -78,10 +78,18 @@ def option_lines(requirements_in: Path) -> list[str]:
     return [line.strip() + "\n" for line in requirements_in.read_text().splitlines() if line.startswith("--")]
 
 
-def write_lock(downloads: Path, requirements_in: Path, out: Path) -> None:
-    """Pin every file `pip download -r requirements.in` fetched into a fresh folder, by its sha256."""
+def resolved(pip_log: Path) -> list[Path]:
+    """The files a `pip download` named as its resolution ("Saved ..." or "File was already downloaded ...")."""
+    found = re.findall(r"^\s*(?:Saved|File was already downloaded) (\S+)\s*$", pip_log.read_text(), flags=re.M)
+    if not found:
+        raise SystemExit(f"{pip_log}: pip named no downloaded file")
+    return sorted({Path(path).resolve() for path in found}, key=lambda p: p.name.lower())
+
+
+def write_lock(pip_log: Path, requirements_in: Path, out: Path) -> None:
+    """Pin every file of the resolution `pip download -r requirements.in` logged, by its sha256."""
     problems, lines = [], []
-    for archive in sorted(downloads.iterdir(), key=lambda p: p.name.lower()):
+    for archive in resolved(pip_log):
         name, version, requires = metadata(archive)
         if not python_ok(requires):
             problems.append(f"{name} {version} requires Python {requires}")
@@ -129,4 +137,4 @@ if __name__ == "__main__":
     elif command == "image-lock":
         image_lock(Path(args[0]), Path(args[1]), Path(args[2]))
     else:
-        raise SystemExit(f"unknown command {command} (write-lock DOWNLOADS IN OUT | image-lock LOCK BUILT_WHEELS OUT)")
+        raise SystemExit(f"unknown command {command} (write-lock PIP_LOG IN OUT | image-lock LOCK BUILT_WHEELS OUT)")

@@ -147,6 +147,7 @@ MODULES = {
     "shap": "shap",
     "shapely": "shapely.geometry",
     "snowflake-connector-python": "snowflake.connector",
+    "soupsieve": "soupsieve",
     "soundfile": "soundfile",
     "spacy": "spacy",
     "srt": "srt",
