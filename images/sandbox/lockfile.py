@@ -95,7 +95,7 @@ def write_lock(pip_log: Path, requirements_in: Path, out: Path) -> None:
             problems.append(f"{name} {version} requires Python {requires}")
         if archive.name.endswith(".whl") and not re.search(r"-(any|manylinux[^-]*x86_64)\.whl$", archive.name):
             problems.append(f"{name}: {archive.name} is not a manylinux x86_64 or pure wheel")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        digest = file_digest(archive)
         lines.append((name, f"{name}=={version} \\\n    --hash=sha256:{digest}\n"))
     if problems:
         raise SystemExit("lock refused (the image runs CPython 3.11.2):\n  " + "\n  ".join(problems))
@@ -111,6 +111,35 @@ def pins(lock: Path) -> dict[str, tuple[str, str]]:
     return {name: (version, digest) for name, version, digest in found}
 
 
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def gather(lock: Path, sources: list[Path], dest: Path, missing: Path) -> None:
+    """Link into dest every file of the lock that a source folder already holds (found by its sha256),
+    and write the pins not found to `missing` for `pip download --require-hashes`.
+
+    The files a lock step or an earlier build downloaded are so reused without asking the index about
+    each of the lock's hundreds of pins (minutes on this PyPI mirror), and each is still hash-checked.
+    """
+    wanted = {digest: name for name, (_, digest) in pins(lock).items()}
+    found = {}
+    for source in sources:
+        for path in source.glob("*") if source.is_dir() else ():
+            if path.is_file() and (digest := file_digest(path)) in wanted:
+                found[digest] = path.name
+                target = dest / path.name
+                if not target.exists():
+                    target.hardlink_to(path)
+    lines = [f"{name}=={version} --hash=sha256:{digest}\n" for name, (version, digest) in pins(lock).items() if digest not in found]
+    missing.write_text("".join(lines))
+    print(f"{len(found)} of {len(wanted)} pinned files found, {len(lines)} to download", file=sys.stderr)
+
+
 def image_lock(lock: Path, built_dir: Path, out: Path) -> None:
     """The lock as the image installs it: source-built packages pinned to their built wheel's hash.
 
@@ -119,7 +148,7 @@ def image_lock(lock: Path, built_dir: Path, out: Path) -> None:
     built = {}
     for wheel in built_dir.glob("*.whl"):
         name, version = wheel.name.split("-")[:2]
-        built[canonical(name)] = (version, hashlib.sha256(wheel.read_bytes()).hexdigest())
+        built[canonical(name)] = (version, file_digest(wheel))
     lines = []
     for name, (version, digest) in pins(lock).items():
         if name in built:
@@ -134,7 +163,9 @@ if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "write-lock":
         write_lock(Path(args[0]), Path(args[1]), Path(args[2]))
+    elif command == "gather":
+        gather(Path(args[0]), [Path(a) for a in args[3:]], Path(args[1]), Path(args[2]))
     elif command == "image-lock":
         image_lock(Path(args[0]), Path(args[1]), Path(args[2]))
     else:
-        raise SystemExit(f"unknown command {command} (write-lock PIP_LOG IN OUT | image-lock LOCK BUILT_WHEELS OUT)")
+        raise SystemExit(f"unknown command {command} (write-lock PIP_LOG IN OUT | gather LOCK DEST MISSING SOURCE... | image-lock LOCK BUILT_WHEELS OUT)")
