@@ -3,8 +3,9 @@
 #
 #   images/sandbox/build.sh [build]   wheels on the host, staged context, podman build (default)
 #   images/sandbox/build.sh cold      the same without podman's layer cache (to measure a full build)
+#   images/sandbox/build.sh wheels    only gather (download) and build the wheels; print their folder
 #   images/sandbox/build.sh lock      re-resolve requirements.in into requirements.txt
-#   images/sandbox/build.sh import    load the built image into the local cluster's containerd (once per tag)
+#   images/sandbox/build.sh import    load this tree's image into the local cluster's containerd (once per tag)
 #   images/sandbox/build.sh ref       print the image reference of the last build
 #   images/sandbox/build.sh tag       print the image reference this tree builds (without building)
 #
@@ -116,12 +117,16 @@ content_ref() {
                        echo "$base_id"; } | sha256sum | cut -c1-12)"
 }
 
-build() {
-  local cache_flag="${1:---layers}"
-  [[ -f "$TOOLSERVER" ]] || die "missing $TOOLSERVER"
+take_lock() {
   mkdir -p "$CACHE/locks"
   exec 9>"$CACHE/locks/sandbox-full.lock"
   flock 9
+}
+
+build() {
+  local cache_flag="${1:---layers}"
+  [[ -f "$TOOLSERVER" ]] || die "missing $TOOLSERVER"
+  take_lock
   ensure_base
   local started ctx wheel_dir ref seconds size
   started=$(date +%s)
@@ -151,7 +156,9 @@ build() {
 # podman save -> containerd import, for pods that name the full sandbox image.
 import_image() {
   local ref ctr_bin sock tar
-  ref="$(cat "$REF_FILE" 2>/dev/null)" || die "build the image first"
+  # This tree's image, not the last one built: other checkouts build into the same state folder.
+  ref="$(content_ref)"
+  podman image exists "$ref" || die "$ref is not built: images/sandbox/build.sh first"
   ctr_bin="$CACHE/prefix/containerd/usr/bin/ctr"
   sock="$WORKDIR/containerd/containerd.sock"
   [[ -S "$sock" ]] || die "containerd is not running ($sock)"
@@ -172,8 +179,9 @@ case "${1:-build}" in
   build) build ;;
   cold) build --no-cache ;;
   lock) lock ;;
+  wheels) take_lock; wheels ;;
   import) import_image ;;
   ref) cat "$REF_FILE" ;;
   tag) content_ref ;;
-  *) die "unknown command: $1 (build|cold|lock|import|ref|tag)" ;;
+  *) die "unknown command: $1 (build|cold|wheels|lock|import|ref|tag)" ;;
 esac

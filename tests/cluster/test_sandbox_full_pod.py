@@ -32,7 +32,7 @@ def full_image(cluster) -> str:
     for step in ("build", "import"):
         done = subprocess.run(["bash", str(BUILD), step], capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, f"images/sandbox/build.sh {step} failed: {done.stderr[-3000:]}"
-    return subprocess.run(["bash", str(BUILD), "ref"], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(["bash", str(BUILD), "tag"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_the_office_task_succeeds_in_a_sample_pod_of_the_full_image(cluster, cluster_s3, sample_dataset, full_image, tmp_path_factory):
