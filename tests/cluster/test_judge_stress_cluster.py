@@ -1,10 +1,15 @@
-"""A whole 220-sample GdpvalRun over the stress dataset (13 columns, gold stand-ins in docx, xlsx and pdf) judged
+"""A whole GdpvalRun over the stress dataset (13 columns, gold stand-ins in docx, xlsx and pdf) judged
 pairwise by its judge Job, whose process is SIGKILLed midway: the Job's next pod resumes from the call cache and
 the stored verdicts, the scripted judge answers each (pair, order) once, and status.judge carries the totals the
-dataset implies. The judge has its own scripted server, so its calls are counted and held apart from the agents'."""
+dataset implies. The judge has its own scripted server, so its calls are counted and held apart from the agents'.
+
+The suite runs the dataset's first 24 tasks (`GDPVAL_JUDGE_STRESS_TASKS`, default 24): the same kill, resume and
+count, in minutes. All 220 (`GDPVAL_JUDGE_STRESS_TASKS=220`) took 653 s on a quiet node, which the suite's time
+budget cannot hold; bench/README.md has the figures."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pyarrow.parquet as pq
@@ -20,9 +25,10 @@ from support.polling import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
+TASKS = int(os.environ.get("GDPVAL_JUDGE_STRESS_TASKS", "24"))
 PARALLELISM = 12
 CONCURRENCY = 4
-CALLS = 2 * stress.TASKS  # every sample has a deliverable: both orders of each pair
+CALLS = 2 * TASKS  # every sample has a deliverable: both orders of each pair
 ANSWERED_BEFORE_KILL = CALLS // 2 + 1  # odd: at least one pair is cut between its two orders
 RUN_TIMEOUT = 3600
 JUDGE_SELECTOR = f"{names.L_COMPONENT}={names.COMPONENT_JUDGE}"
@@ -56,7 +62,7 @@ def test_a_whole_run_judged_pairwise_on_the_cluster_survives_a_sigkill_without_j
     kube = ns.kube
     spec = {"model": "judge", "baseURL": judge.base_url, "concurrency": CONCURRENCY, "tries": 3, "method": "pairwise"}
     started = time.monotonic()
-    kube.apply(ns.manifest("judged", model.base_url, parallelism=PARALLELISM, judge=spec))
+    kube.apply(ns.manifest("judged", model.base_url, parallelism=PARALLELISM, judge=spec, selection={"limit": TASKS}))
 
     def held_or_finished() -> bool:
         finished = any(c["type"] == "Finished" and c["status"] == "True" for c in kube.run_status("judged").get("conditions", []))
@@ -80,15 +86,15 @@ def test_a_whole_run_judged_pairwise_on_the_cluster_survives_a_sigkill_without_j
     finished = time.monotonic()
     stats = judge.stats()
     print(
-        f"\n220-sample GdpvalRun judged pairwise: {judging_at - started:.0f}s until the judge had made {answered} calls "
+        f"\n{TASKS}-sample GdpvalRun judged pairwise: {judging_at - started:.0f}s until the judge had made {answered} calls "
         f"(sample pods at parallelism {PARALLELISM}, then the judge Job), {finished - judging_at:.0f}s more to Succeeded"
     )
     assert stats["completions"] == CALLS and stats["judge_repeats"] == 0 and stats["faults"]["cut"] == CONCURRENCY, stats
 
-    expected = expected_verdicts(pq.read_table(dataset / stress.PARQUET).to_pylist())[""]
+    expected = expected_verdicts(pq.read_table(dataset / stress.PARQUET).to_pylist()[:TASKS])[""]
     judged, pairwise = status["judge"], status["judge"]["pairwise"]
     assert (judged["method"], judged["state"], judged["label"]) == ("pairwise", "Succeeded", PAIRWISE_LABEL)
     totals = (pairwise["samples"], pairwise["wins"], pairwise["ties"], pairwise["losses"], pairwise["inconsistent"], pairwise["failed"])
-    assert totals == (stress.TASKS, *expected, 0, 0), pairwise
-    assert pairwise["winsOrTies"] == pytest.approx(expected[1] / stress.TASKS, abs=1e-4)  # rounded to 4 places
+    assert totals == (TASKS, *expected, 0, 0), pairwise
+    assert pairwise["winsOrTies"] == pytest.approx(expected[1] / TASKS, abs=1e-4)  # rounded to 4 places
     assert pairwise["intervalLow"] < pairwise["winsOrTies"] < pairwise["intervalHigh"]
