@@ -12,31 +12,41 @@ from gdpval.settings import SandboxSettings
 
 @pytest.fixture
 def nothing_enforceable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A root runner without writable cgroups nor loop devices."""
     monkeypatch.setattr(limits, "cgroup_support", lambda cpu: "cgroup v1: /sys/fs/cgroup/memory is not writable by this user")
-    monkeypatch.setattr(limits, "loop_disk_support", lambda: "only root can loop-mount a per-sample disk")
+    monkeypatch.setattr(limits, "loop_disk_support", lambda: "no loop devices (/dev/loop-control)")
+    monkeypatch.setattr(limits, "memory_workspace", lambda: False)
 
 
 def test_unenforced_limits_are_named_at_start(nothing_enforceable: None) -> None:
     lines = limits.check(limits.Limits.of(SandboxSettings(cpus=1.5)))
     assert lines[0].startswith("sandbox processes: 1024: RLIMIT_NPROC")
-    assert [line.split(":")[0] for line in lines if "not enforced" in line] == ["sandbox memory", "sandbox cpu"]
+    assert [line.split(":")[0] for line in lines if "not enforced" in line] == ["sandbox memory", "sandbox disk", "sandbox cpu"]
     memory = "sandbox memory: not enforced for the sandbox's total (cgroup v1: /sys/fs/cgroup/memory is not writable by this user)"
     assert f"{memory}; 4096 MiB per process (RLIMIT_DATA)" in lines
+    assert "sandbox disk: not enforced (no loop devices (/dev/loop-control)); only a per-file cap" in lines
+
+
+def test_a_non_root_runners_disk_is_an_in_memory_cap(nothing_enforceable: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "loop_disk_support", lambda: "only root can loop-mount a per-sample disk")
+    monkeypatch.setattr(limits, "memory_workspace", lambda: True)
+    lines = limits.check(limits.Limits.of())
+    assert [line.split(":")[0] for line in lines if "not enforced" in line] == ["sandbox memory"]
     assert "sandbox tmpfs: /tmp 1024 MiB and /dev/shm 1024 MiB: sized tmpfs in the sandbox's mount namespace" in lines
     disk = "sandbox disk: 1024 MiB of the 10240 asked: a size-capped tmpfs in the sandbox's mount namespace (only root can loop-mount"
     assert any(line.startswith(disk) and line.endswith("held in memory, so a quarter of the memory setting at most") for line in lines), lines
 
 
 def test_strict_limits_refuse_to_run(nothing_enforceable: None) -> None:
-    with pytest.raises(GdpvalError, match="strictLimits.*memory not enforced") as refused:
+    with pytest.raises(GdpvalError, match="strictLimits.*memory not enforced.*disk not enforced"):
         limits.check(limits.Limits.of(SandboxSettings(strict_limits=True)))
-    assert "disk" not in str(refused.value)  # the in-memory workspace holds its cap
 
 
 def test_enforced_limits_say_how(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "cgroup_support", lambda cpu: "")
     monkeypatch.setattr(limits, "loop_disk_support", lambda: "")
     monkeypatch.setattr(limits, "cgroup_version", lambda: 2)
+    monkeypatch.setattr(limits, "memory_workspace", lambda: False)
     monkeypatch.setattr(limits, "_own_cgroups", lambda: {"": "/system.slice/gdpval.service"})
     lines = limits.check(limits.Limits.of(SandboxSettings(strict_limits=True)))
     assert "sandbox memory: 4096 MiB for the commands, /tmp and /dev/shm included: cgroup v2, the tool server outside their cgroup" in lines
@@ -94,6 +104,7 @@ def test_the_scope_request_moves_this_process_into_a_delegated_scope() -> None:
 
 def test_a_delegated_scope_is_named_where_memory_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "cgroup_support", lambda cpu: "")
+    monkeypatch.setattr(limits, "memory_workspace", lambda: True)
     monkeypatch.setattr(limits, "loop_disk_support", lambda: "only root can loop-mount a per-sample disk")
     monkeypatch.setattr(limits, "cgroup_version", lambda: 2)
     monkeypatch.setattr(limits, "_own_cgroups", lambda: {"": f"/user.slice/user@1000.service/app.slice/gdpval-run-7.scope/{limits.RUNNER_LEAF}"})

@@ -10,10 +10,11 @@
   cgroup each command gets the memory as RLIMIT_DATA (a per-process cap, not the sandbox's total);
 - /tmp and /dev/shm: tmpfs file systems inside the sandbox, charged to the memory of whoever writes
   them, so sized below it (settings.tmpfs_sizes): filled, they answer ENOSPC and leave processes room;
-- disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted. Where that cannot be had
-  (not root, no loop devices), /workspace is a size-capped tmpfs that bubblewrap mounts in the
-  sandbox's own mount namespace, which an unprivileged user may do: a total cap, but held in memory,
-  so it takes a quarter of the memory setting from /tmp's half (`Limits.filesystems`);
+- disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted (without loop devices only
+  a per-file cap, RLIMIT_FSIZE, holds). A non-root runner's /workspace is a size-capped tmpfs that
+  bubblewrap mounts in the sandbox's own mount namespace, which an unprivileged user may do: a total
+  cap, but held in memory, so it takes a quarter of the memory setting from /tmp's half
+  (`Limits.filesystems`). Not as root: files root puts in it would belong to no uid of the sandbox;
 - memory without a writable cgroup: on cgroup v2 with a systemd user manager, the runner asks it for a
   delegated scope of its own (`delegation`), whose cgroup it may then divide as root divides its own;
 - the end of a sample: bubblewrap's pid namespace dies with its first process, taking every process
@@ -268,13 +269,18 @@ def loop_disk_support() -> str:
     return ""
 
 
+def memory_workspace() -> bool:
+    """Whether sandboxes get their /workspace as a tmpfs of their own (see the module's docstring)."""
+    return os.geteuid() != 0
+
+
 def report(limits: Limits) -> list[tuple[str, bool, str]]:
     """(limit, enforced, how or why not) for each limit, as the run prints it at start."""
     cgroup = cgroup_support(limits.cpus is not None)
     scope = _parent("").name if cgroup_version() == 2 else ""
     via = f"cgroup v{cgroup_version()}" + (f" (the delegated systemd scope {scope})" if scope.startswith(SCOPE_PREFIX) else "")
     disk = loop_disk_support()
-    sizes = limits.filesystems(workspace_in_memory=bool(disk))
+    sizes = limits.filesystems(workspace_in_memory=memory_workspace())
     tmp, shm = sizes.tmp >> 20, sizes.shm >> 20
     memory = f"{limits.memory_bytes >> 20} MiB"
     rows = [
@@ -288,16 +294,19 @@ def report(limits: Limits) -> list[tuple[str, bool, str]]:
             else f"not enforced for the sandbox's total ({cgroup}); {memory} per process (RLIMIT_DATA)",
         ),
         ("tmpfs", True, f"/tmp {tmp} MiB and /dev/shm {shm} MiB: sized tmpfs in the sandbox's mount namespace"),
-        ("disk", True, f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image" if sizes.workspace is None else _memory_disk(limits, sizes.workspace, disk)),
+        ("disk", not disk or sizes.workspace is not None, _disk_line(limits, sizes.workspace, disk)),
     ]
     if limits.cpus is not None:
         rows.append(("cpu", not cgroup, f"{limits.cpus:g} cores: {via}" if not cgroup else f"not enforced: {cgroup}"))
     return rows
 
 
-def _memory_disk(limits: Limits, size: int, why: str) -> str:
-    asked = "" if size == limits.disk_bytes else f" of the {limits.disk_bytes >> 20} asked"
-    return f"{size >> 20} MiB{asked}: a size-capped tmpfs in the sandbox's mount namespace ({why}), held in memory, so a quarter of the memory setting at most"
+def _disk_line(limits: Limits, in_memory: int | None, no_loop: str) -> str:
+    if in_memory is None:
+        return f"not enforced ({no_loop}); only a per-file cap" if no_loop else f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image"
+    asked = "" if in_memory == limits.disk_bytes else f" of the {limits.disk_bytes >> 20} asked"
+    held = "held in memory, so a quarter of the memory setting at most"
+    return f"{in_memory >> 20} MiB{asked}: a size-capped tmpfs in the sandbox's mount namespace ({no_loop}), {held}"
 
 
 def check(limits: Limits) -> list[str]:

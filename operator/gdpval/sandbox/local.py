@@ -7,8 +7,8 @@ read-only root holding only the system folders of its runtime (gdpval.sandbox.ru
 host paths, and a warning says that nothing is isolated.
 
 The workspace is the runner's work folder bound on `/workspace` (as root, a loop-mounted disk of the cap:
-see gdpval.sandbox.limits); where that disk cannot be had (not root), it is a size-capped tmpfs bubblewrap
-mounts in the sandbox's own mount namespace, and this process reads it through a descriptor opened via
+see gdpval.sandbox.limits); a non-root runner's is a size-capped tmpfs bubblewrap mounts in the sandbox's
+own mount namespace, and this process reads it through a descriptor opened via
 the server's root (`host_workspace`), which keeps it until the sandbox stops.
 
 The tool server always listens on a unix socket that this process creates in a private
@@ -80,6 +80,7 @@ from gdpval.sandbox.limits import (
     cgroup_support,
     libc,
     loop_disk_support,
+    memory_workspace,
     remove_orphans,
 )
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
@@ -315,6 +316,21 @@ def _marked_pids(marker: bytes) -> list[int]:
     return pids
 
 
+def _server_pid(marker: bytes, child_pid: int) -> int:
+    """The host pid of a sandbox's server: PID 1 of its pid namespace, `child_pid` in the one above (which
+    bubblewrap's --info-fd names: with the network on, pasta puts bubblewrap in a pid namespace of its own),
+    and a child of this sandbox's bubblewrap (the server's own environment is unreadable: it is not dumpable)."""
+    marked = {str(pid) for pid in _marked_pids(marker)}
+    for entry in os.listdir("/proc"):
+        try:
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if status.get("NSpid", "").split()[-2:] == [str(child_pid), "1"] and status.get("PPid", "").strip() in marked:
+            return int(entry)
+    raise SandboxUnavailable(f"the tool server (pid {child_pid} in bubblewrap's namespace) is gone")
+
+
 def _kill_marked(marker: bytes) -> None:
     """Kill leftovers that left our process group (new sessions) but kept the marker."""
     deadline = time.monotonic() + STOP_GRACE_S
@@ -370,7 +386,7 @@ class LocalSandbox:
         self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
         self._cgroup: SampleCgroup | None = None
         self._disk: LoopDisk | None = None
-        self.sizes = self.limits.filesystems(workspace_in_memory=self.isolated and self.harden and bool(loop_disk_support()))
+        self.sizes = self.limits.filesystems(workspace_in_memory=self.isolated and self.harden and memory_workspace())
         self._info: int | None = None  # read end of bubblewrap's --info-fd, which names the server's host pid
         self._workspace_fd: int | None = None  # the in-memory workspace, opened through the server's root
         self.owner = sandbox_owner() if self.isolated and self.harden else None
@@ -519,7 +535,7 @@ class LocalSandbox:
         self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
         (self._view / OWNER_FILE).write_text(str(os.getpid()))
         self._view.chmod(0o711)
-        sources = {"workspace": self.workspace} if self.sizes.workspace is None else {}
+        sources = {"workspace": self.workspace}
         if self.system.root is not None:
             sources["root"] = self.system.root
             self._view_path("empty").mkdir()
@@ -590,12 +606,13 @@ class LocalSandbox:
         return self.workspace
 
     def _open_workspace(self) -> None:
-        """Open the in-memory workspace through the root of the server (bubblewrap's --info-fd names its host
-        pid), once it answers and before any command ran. The descriptor keeps the tmpfs while it is held."""
+        """Open the in-memory workspace through the root of the server (see _server_pid), once it answers and
+        before any command ran. The descriptor keeps the tmpfs while it is held."""
         assert self._info is not None and self._proc is not None
         with os.fdopen(self._info, "rb") as info:
             self._info = None
-            pid = int(json.loads(info.read1(4096))["child-pid"])  # one small write to a pipe: whole or not at all
+            child = int(json.loads(info.read1(4096))["child-pid"])  # one small write to a pipe: whole or not at all
+        pid = _server_pid(f"{MARKER_ENV}={self._id}".encode(), child)
         self._workspace_fd = os.open(f"/proc/{pid}/root{contract.WORKSPACE}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if self._proc.poll() is not None:  # the server had ended, so its pid might have been another's by then
             raise SandboxUnavailable("the tool server ended before its workspace was opened")
