@@ -157,9 +157,9 @@ class LimitBroken(Exception):
 
 
 def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, system: runtime.Runtime) -> Path:
-    workspace = scratch / "workspace"
-    sandbox = LocalSandbox(workspace, {}, isolation="bwrap", system=system, limits=Limits(limits.memory_bytes, limits.pids, limits.disk_bytes))
+    sandbox = LocalSandbox(scratch / "workspace", {}, isolation="bwrap", system=system, limits=Limits(limits.memory_bytes, limits.pids, limits.disk_bytes))
     with sandbox:
+        workspace = sandbox.host_workspace
         shutil.copyfile(source, workspace / f"in{suffix}")
         shutil.copyfile(WORKER, workspace / "worker.py")
         if sandbox.owner is not None:
