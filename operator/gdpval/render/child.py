@@ -125,7 +125,9 @@ def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) ->
         _kill_group(proc.pid)
     if proc.returncode != 0:
         raise_for(proc.returncode, stderr.decode(errors="replace"), limits)
-    return work / "out"
+    kept = scratch / "out"
+    copy_out(work, kept)
+    return kept
 
 
 def _limit(limits: RenderLimits) -> None:
@@ -172,26 +174,39 @@ def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, 
             raise LimitBroken(f"the render sandbox failed: {exc}") from None
         if done.timed_out:
             raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s")
-        if not (workspace / "out" / "view.json").exists():
-            raise_for(done.exit_code, done.output, limits)
         kept = scratch / "out"
-        _copy_out(workspace / "out", kept)
+        if not copy_out(workspace, kept):
+            raise_for(done.exit_code, done.output, limits)
     return kept
 
 
-def _copy_out(made: Path, kept: Path) -> None:
-    """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops)."""
-    kept.mkdir()
-    for name in ["view.json", *(f"page-{n}.png" for n in range(worker.IMAGES_PER_FILE))]:
-        data = read_bounded(made / name, PNG_MAX if name.endswith(".png") else VIEW_JSON_MAX)
-        if data is not None:
-            (kept / name).write_bytes(data)
+def copy_out(workspace: Path, kept: Path) -> bool:
+    """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops) into `kept`.
 
-
-def read_bounded(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, never through a link, at most `limit`; None when absent or not a plain file."""
+    The sandbox wrote `out`: it is opened without following a link and its files are read relative to it,
+    so a link put there cannot make the host read one of its own files. False when there is no view.json."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        made = os.open(workspace / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        kept.mkdir()
+        for name in ["view.json", *(f"page-{n}.png" for n in range(worker.IMAGES_PER_FILE))]:
+            data = read_bounded(name, PNG_MAX if name.endswith(".png") else VIEW_JSON_MAX, made)
+            if data is not None:
+                (kept / name).write_bytes(data)
+    except FileExistsError:
+        return False  # `kept` is made here: a link or folder the worker left in its place is not used
+    finally:
+        os.close(made)
+    return (kept / "view.json").exists()
+
+
+def read_bounded(path: Path | str, limit: int, folder: int | None = None) -> bytes | None:
+    """A regular file's bytes, never through a link, at most `limit`; None when absent or not a plain file.
+    `folder` is an open directory `path` is relative to."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
