@@ -307,12 +307,19 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 
 
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
-    """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
-    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
+    """Fill the window up to `parallelism`: pods started ahead get their go first, in queue order, then pods are
+    created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
+    pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
+    waiting = _started_ahead(obs, plan, samples)
+    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running) - len(waiting)
     room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
-    slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
-    if slots < room:
-        plan.wake_at.append(obs.now)  # the rest of the window in the next pass
+    going = waiting[: max(room, 0)]
+    plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
+    room -= len(going)
+    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going)), 0)
+    slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
+    if slots < wanted:
+        plan.wake_at.append(obs.now)  # the rest in the next pass
     retries, fresh = [], []
     for sample in samples:
         entry = plan.ledger.get(sample)
@@ -332,7 +339,22 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
         started = first_attempt() if entry is None else entry.start(entry.attempt + 1)
         plan.ledger[sample] = started
         plan.create_pods.append((sample, started.attempt))
+        if room <= 0:
+            plan.ahead.add((sample, started.attempt))
+        room -= 1
         slots -= 1
+
+
+def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
+    """Live pods of in-flight attempts still waiting for their go, in queue order."""
+    order = {sample: i for i, sample in enumerate(samples)}
+    waiting = []
+    for pod in sample_pods(obs):
+        entry = plan.ledger.get(pod.sample)
+        live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
+        if pod.ahead and live and entry is not None and entry.outcome == Outcome.running and entry.attempt == pod.attempt:
+            waiting.append(pod)
+    return sorted(waiting, key=lambda pod: order.get(pod.sample, len(order)))
 
 
 def _failure_summary(t: Tally) -> str:
