@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import httpx2
+import openai
 import pytest
 
 from gdpval import contract
+from gdpval.agent.client import make_client, rehearse
 from gdpval.controller.effects.memory import RunMemory
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
@@ -46,6 +49,12 @@ def test_a_fresh_run_fills_the_window_then_starts_pods_ahead_in_queue_order():
     plan = decide(obs({}))
     assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1), ("t2-r0", 1), ("t3-r0", 1)]
     assert plan.ahead == {("t2-r0", 1), ("t3-r0", 1)} and plan.go_pods == []
+
+
+def test_pods_not_seen_yet_are_not_started_ahead_again():
+    first = decide(obs({}))
+    plan = decide(obs(first.ledger))  # the next pass, before the watch shows the new pods
+    assert plan.create_pods == [] and plan.go_pods == []
 
 
 def test_without_start_ahead_nothing_waits():
@@ -131,3 +140,15 @@ def test_the_agent_goes_on_the_go_and_refuses_anything_else(tmp_path):
     go.write_text("rm -rf /")
     with pytest.raises(GdpvalError, match="unexpected go signal"):
         wait_for_go(go)
+
+
+def test_the_rehearsal_before_the_go_sends_nothing():
+    sent: list[httpx2.Request] = []
+
+    class Recorded(httpx2.BaseTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            sent.append(request)
+            return httpx2.Response(500)
+
+    rehearse(make_client("http://127.0.0.1:9/v1").with_options(http_client=openai.DefaultHttpx2Client(transport=Recorded())))
+    assert sent == []

@@ -90,7 +90,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice. A pod started
     ahead of its turn (`go`) gets everything ready, then waits for the go before its first model request."""
     with _unimportable(OPTIONAL_UNUSED):
-        from gdpval.agent.client import connection_pool, governed, make_client
+        from gdpval.agent.client import connection_pool, governed, make_client, rehearse
         from gdpval.agent.governor import Governor, Meter
         from gdpval.runner.attempt import Attempt, AttemptRedo, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
@@ -118,6 +118,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
         if go is not None:
+            rehearse(client)
             wait_for_go(go)
         try:
             return run_attempt(

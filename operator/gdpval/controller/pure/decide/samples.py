@@ -311,12 +311,14 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
     pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
     waiting = _started_ahead(obs, plan, samples)
-    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running) - len(waiting)
-    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
+    in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
+    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
     going = waiting[: max(room, 0)]
     plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
     room -= len(going)
-    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going)), 0)
+    # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
+    unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
+    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
     slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
     if slots < wanted:
         plan.wake_at.append(obs.now)  # the rest in the next pass
@@ -347,13 +349,15 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
 
 def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
     """Live pods of in-flight attempts still waiting for their go, in queue order."""
-    order = {sample: i for i, sample in enumerate(samples)}
-    waiting = []
+    waiting: list[PodView] = []
     for pod in sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
         live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
         if pod.ahead and live and entry is not None and entry.outcome == Outcome.running and entry.attempt == pod.attempt:
             waiting.append(pod)
+    if not waiting:
+        return waiting
+    order = {sample: i for i, sample in enumerate(samples)}
     return sorted(waiting, key=lambda pod: order.get(pod.sample, len(order)))
 
 
