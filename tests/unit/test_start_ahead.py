@@ -76,6 +76,13 @@ def test_room_in_the_window_goes_to_the_next_pod_ahead_and_one_more_starts_ahead
     assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
 
 
+def test_a_running_pod_ahead_gets_the_go_before_one_still_starting():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, phase="Pending"), pod("t3-r0", ahead=True)]
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t3-r0", 1), 30.0)]
+
+
 def test_a_pod_given_its_go_counts_in_the_window():
     pods = [pod("t0-r0"), pod("t1-r0"), pod("t2-r0"), pod("t3-r0", ahead=True)]
     plan = decide(obs(running("t0-r0", "t1-r0", "t2-r0", "t3-r0"), pods))

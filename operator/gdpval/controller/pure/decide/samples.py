@@ -348,7 +348,8 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
 
 
 def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
-    """Live pods of in-flight attempts still waiting for their go, in queue order."""
+    """Live pods of in-flight attempts still waiting for their go: Running ones (their agent started) first, so a
+    go is not spent on a pod still starting while another waits ready; each part in queue order."""
     waiting: list[PodView] = []
     for pod in sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
@@ -358,7 +359,7 @@ def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[
     if not waiting:
         return waiting
     order = {sample: i for i, sample in enumerate(samples)}
-    return sorted(waiting, key=lambda pod: order.get(pod.sample, len(order)))
+    return sorted(waiting, key=lambda pod: (pod.phase != "Running", order.get(pod.sample, len(order))))
 
 
 def _failure_summary(t: Tally) -> str:
