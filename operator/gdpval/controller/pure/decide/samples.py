@@ -307,7 +307,7 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 
 
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
-    """Fill the window up to `parallelism`: pods started ahead get their go first, in queue order, then pods are
+    """Fill the window up to `parallelism`: pods started ahead get their go first (`_started_ahead`), then pods are
     created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
     pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
     waiting = _started_ahead(obs, plan, samples)
