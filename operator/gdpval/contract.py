@@ -27,6 +27,11 @@ TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"  # bearer token shared by the agent and its s
 TOKEN_KEY = "token"
 TOKEN_DIR = "/run/gdpval-token"
 TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_KEY}"
+# A pod started ahead of its turn (spec.samples.startAhead) reads its go here: a downward-API file of an
+# annotation the operator sets when the sample enters the window; empty until then.
+GO_DIR = "/run/gdpval-go"
+GO_FILE = f"{GO_DIR}/go"
+GO_VALUE = "go"
 SETTINGS_ENV = "GDPVAL_RUN_SETTINGS"  # the prepare Job's run settings, as JSON
 API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only
 

@@ -306,9 +306,11 @@ def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
     return [*dirs, *tmp, token]
 
 
-def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None, ahead: bool = False) -> dict[str, Any]:
     """One attempt: sandbox (native sidecar) beside stage (init) -> agent (main), sharing emptyDirs of bounded size.
-    `resolved` is what the run's NetworkPolicy was built from: with the network off it may pin the endpoints (see pinned_hosts)."""
+    `resolved` is what the run's NetworkPolicy was built from: with the network off it may pin the endpoints (see pinned_hosts).
+    A pod started `ahead` of its turn (spec.samples.startAhead) does all but its first model request, then waits for its go
+    (`go_patch`), read through the downward API: no API access in the pod. Its deadline starts at the go."""
     res = container_resources(ctx)
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
@@ -354,21 +356,28 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
     key = ctx.spec.model.api_key_secret_ref
     if key:
         agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
+    go = ["--go", c.GO_FILE] if ahead else []
+    go_mount = [{"name": "go", "mountPath": c.GO_DIR, "readOnly": True}] if ahead else []
     agent = _container(
         ctx,
         "agent",
         ctx.agent_image,
-        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
+        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL, *go],
         res["agent"],
         env=agent_env,
-        volumeMounts=[workspace, refs_ro, scratch],
+        volumeMounts=[workspace, refs_ro, scratch, *go_mount],
     )
-    spec = _pod_spec(ctx, [agent], _volumes(ctx), sample=True)
+    volumes = _volumes(ctx)
+    if ahead:
+        meta["annotations"][n.A_GO] = ""
+        item = {"path": c.GO_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": f"metadata.annotations['{n.A_GO}']"}}
+        volumes.append({"name": "go", "downwardAPI": {"items": [item]}})
+    spec = _pod_spec(ctx, [agent], volumes, sample=True)
     # The sandbox first and without a startup probe, so the tool server boots while `stage` copies the
     # references; the agent waits for its health itself (bounded, naming the sandbox when it never answers).
     spec["initContainers"] = [sandbox, stage]
     deadline = pod_deadline(ctx.spec)
-    if deadline:
+    if deadline and not ahead:
         spec["activeDeadlineSeconds"] = deadline
     spec["terminationGracePeriodSeconds"] = 30
     pinned = pinned_hosts(ctx.spec, resolved)
@@ -380,6 +389,16 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
         spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def go_patch(spec: GdpvalRunSpec, age: float) -> dict[str, Any]:
+    """The merge patch that lets a pod started ahead run its sample: the go its agent waits for, and the
+    deadline it was created without, counted from now (a deadline may be set on a running pod, not raised)."""
+    patch: dict[str, Any] = {"metadata": {"annotations": {n.A_GO: c.GO_VALUE}}}
+    deadline = pod_deadline(spec)
+    if deadline:
+        patch["spec"] = {"activeDeadlineSeconds": int(age) + 1 + deadline}
+    return patch
 
 
 @dataclass(frozen=True)

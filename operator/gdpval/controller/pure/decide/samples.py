@@ -307,12 +307,21 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 
 
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
-    """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
-    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
-    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
-    slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
-    if slots < room:
-        plan.wake_at.append(obs.now)  # the rest of the window in the next pass
+    """Fill the window up to `parallelism`: pods started ahead get their go first (`_started_ahead`), then pods are
+    created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
+    pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
+    waiting = _started_ahead(obs, plan, samples)
+    in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
+    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
+    going = waiting[: max(room, 0)]
+    plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
+    room -= len(going)
+    # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
+    unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
+    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
+    slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
+    if slots < wanted:
+        plan.wake_at.append(obs.now)  # the rest in the next pass
     retries, fresh = [], []
     for sample in samples:
         entry = plan.ledger.get(sample)
@@ -332,7 +341,25 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
         started = first_attempt() if entry is None else entry.start(entry.attempt + 1)
         plan.ledger[sample] = started
         plan.create_pods.append((sample, started.attempt))
+        if room <= 0:
+            plan.ahead.add((sample, started.attempt))
+        room -= 1
         slots -= 1
+
+
+def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
+    """Live pods of in-flight attempts still waiting for their go: Running ones (their agent started) first, so a
+    go is not spent on a pod still starting while another waits ready; each part in queue order."""
+    waiting: list[PodView] = []
+    for pod in sample_pods(obs):
+        entry = plan.ledger.get(pod.sample)
+        live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
+        if pod.ahead and live and entry is not None and entry.outcome == Outcome.running and entry.attempt == pod.attempt:
+            waiting.append(pod)
+    if not waiting:
+        return waiting
+    order = {sample: i for i, sample in enumerate(samples)}
+    return sorted(waiting, key=lambda pod: (pod.phase != "Running", order.get(pod.sample, len(order))))
 
 
 def _failure_summary(t: Tally) -> str:
