@@ -14,6 +14,7 @@ lock), its own namespace, MinIO and operator process, all removed at the end.
 
 Usage: .venv/bin/python bench/endpoint_cluster.py outage [--seconds 600] [--after 100] [--samples 50]
        .venv/bin/python bench/endpoint_cluster.py ratelimit [--n 3] [--parallelism 12] [--rounds 2]
+       either with [--images AGENT SANDBOX]: already imported images instead of building this tree's
 """
 
 from __future__ import annotations
@@ -99,14 +100,18 @@ class Timeline:
 
 
 @contextmanager
-def bench_namespace(workdir: Path) -> Iterator[tuple[Any, OperatorNamespace]]:
-    """The cluster (node address), and a namespace with MinIO, the standin dataset and the operator."""
+def bench_namespace(workdir: Path, images: tuple[str, str] | None) -> Iterator[tuple[Any, OperatorNamespace]]:
+    """The cluster (node address), and a namespace with MinIO, the standin dataset and the operator;
+    `images` (already imported) instead of this tree's, which are built and imported when missing."""
     users = ClusterUsers()
     try:
-        cluster = local_cluster.bring_up()
+        cluster = local_cluster.bring_up(images=not images)
         dataset = make_standin_dataset(sample_dataset_path(), workdir / "dataset")
         (workdir / "operator").mkdir()
-        with MinioServer(host=cluster.node_ip) as minio, operator_namespace(cluster, minio, "gdpval-bench-endpoint", dataset, workdir / "operator") as ns:
+        with (
+            MinioServer(host=cluster.node_ip) as minio,
+            operator_namespace(cluster, minio, "gdpval-bench-endpoint", dataset, workdir / "operator", images) as ns,
+        ):
             yield cluster, ns
     finally:
         users.release()
@@ -180,7 +185,7 @@ def _changes(series: list[tuple[float, int | None, int]]) -> list[tuple[float, i
 
 
 def outage(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    with bench_namespace(workdir) as (cluster, ns):
+    with bench_namespace(workdir, args.images) as (cluster, ns):
         spec = {"parallelism": args.parallelism, "selection": {"limit": 10, "repeats": max(1, args.samples // 10)}, "samples": {"retries": 0}}
         with start_background(host=cluster.node_ip, port=0, outage_after=args.after, outage_seconds=args.seconds, latency=args.latency) as model:
             result = one_run(ns, "outage", model, args.timeout, **spec)
@@ -189,7 +194,7 @@ def outage(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def ratelimit(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    with bench_namespace(workdir) as (cluster, ns):
+    with bench_namespace(workdir, args.images) as (cluster, ns):
         with start_background(host=cluster.node_ip, port=0, max_concurrent=args.n, latency=args.latency, retry_after=0.5) as model:
             for i in range(args.rounds):
                 for parallelism in (args.parallelism, args.n):
@@ -218,7 +223,10 @@ def main() -> None:
     rl.add_argument("--rounds", type=int, default=2)
     rl.add_argument("--latency", type=float, default=1.0)
     rl.add_argument("--timeout", type=int, default=1800)
+    for command in (out, rl):
+        command.add_argument("--images", nargs=2, metavar=("AGENT", "SANDBOX"), type=str, help="imported image refs to run instead of building this tree's")
     args = parser.parse_args()
+    args.images = tuple(args.images) if args.images else None
     with tempfile.TemporaryDirectory(prefix="gdpval-bench-endpoint-") as tmp:
         figures = outage(args, Path(tmp)) if args.what == "outage" else ratelimit(args, Path(tmp))
     print(json.dumps(figures, indent=2))
