@@ -49,6 +49,10 @@ from support.operator import OperatorNamespace, operator_namespace, result_keys,
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 TASKS = 12  # the sample dataset's
+# The prepare and assemble Jobs ask for some CPU: without a request they are BestEffort (cgroup v1
+# cpu.shares 2), and on this shared 2-core node another engineer's busy run starved a prepare Job for
+# over 10 minutes with 1 s of CPU used.
+JOBS = {"resources": {"jobs": {"requests": {"cpu": "200m"}}}}
 
 
 @dataclass
@@ -131,7 +135,7 @@ def one_run(ns: OperatorNamespace, name: str, model: FakeModelServer, timeout: i
     before = model.stats()
     watcher.start()
     sampler.start()
-    ns.kube.apply(ns.manifest(name, model.base_url, **spec))
+    ns.kube.apply(ns.manifest(name, model.base_url, pod=JOBS, **spec))
     try:
         status = _follow(ns, client.CustomObjectsApi(api), name, timeline, timeout)
         wall = timeline.now()
