@@ -204,6 +204,7 @@ def ratelimit(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 for parallelism in (args.parallelism, args.n):
                     spec = {"parallelism": parallelism, "selection": {"repeats": args.repeats}}
                     runs.append({"parallelism": parallelism, **one_run(ns, f"rl-{i}-p{parallelism}", model, args.timeout, **spec)})
+                    print(json.dumps(runs[-1]), file=sys.stderr, flush=True)  # each run's figures as it ends
     adaptive = [r["wall_s"] for r in runs if r["parallelism"] == args.parallelism]
     fixed = [r["wall_s"] for r in runs if r["parallelism"] == args.n]
     ratio = round(statistics.fmean(adaptive) / statistics.fmean(fixed), 2)
