@@ -67,6 +67,7 @@ class Timeline:
     running: set[str] = field(default_factory=set)
     first_pod: float | None = None  # the samples' phase: first sample pod seen -> last one ended
     last_end: float | None = None
+    max_held: int = 0  # the most attempts the ModelUnavailable message reported held at once
 
     def now(self) -> float:
         return round(time.monotonic() - self.start, 1)
@@ -94,13 +95,11 @@ class Timeline:
         self.window.append((t, status.get("window"), len(self.running)))
         cond = next((c for c in status.get("conditions", ()) if c["type"] == "ModelUnavailable"), None)
         on = bool(cond and cond.get("status") == "True")
+        message = (cond or {}).get("message", "")
         if not self.unavailable or self.unavailable[-1][1] != on:
-            self.unavailable.append((t, on, (cond or {}).get("message", "")))
-
-    def max_held(self) -> int:
-        """The most attempts the ModelUnavailable message reported held at once."""
-        counts = [int(msg.split(" attempt(s) held")[0].rsplit(" ", 1)[-1]) for _, on, msg in self.unavailable if on and "attempt(s) held" in msg]
-        return max(counts, default=0)
+            self.unavailable.append((t, on, message))
+        if on and " attempt(s) held" in message:
+            self.max_held = max(self.max_held, int(message.split(" attempt(s) held")[0].rsplit(" ", 1)[-1]))
 
 
 @contextmanager
@@ -156,7 +155,7 @@ def one_run(ns: OperatorNamespace, name: str, model: FakeModelServer, timeout: i
         "committed_per_sample": sorted({len(attempts) for attempts in committed.values()}),
         "pods_created": len(timeline.pods),
         "pods_held": len(timeline.held_pods),
-        "max_attempts_held": timeline.max_held(),
+        "max_attempts_held": timeline.max_held,
         "model_unavailable": [(t, on) for t, on, _ in timeline.unavailable],
         "completions": after["completions"] - before["completions"],
         "statuses": {code: after["statuses"].get(code, 0) - before["statuses"].get(code, 0) for code in after["statuses"]},
