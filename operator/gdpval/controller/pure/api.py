@@ -401,6 +401,10 @@ class GdpvalRunStatus(SettingsModel):
         description="Sample pods the run lets call the model at once while rate limits keep it below spec.parallelism (cut on them, "
         "raised without); empty at full parallelism.",
     )
+    window_cut: str | None = Field(
+        default=None,
+        description="When rate limits last cut status.window; attempts whose pods started before it cut it no further (one cut per round of pods).",
+    )
     suspended_seconds: int = Field(default=0, description="Time the run spent suspended before its current state; not counted against spec.deadlineSeconds.")
     sectors: dict[str, SectorCounts] = Field(
         default_factory=dict,

@@ -16,7 +16,7 @@ from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.decide.outage import outage_step
 from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
-from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView
+from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView, parse_time
 from gdpval.controller.pure.policy import (
     MAX_CREATES_PER_PASS,
     MAX_RECREATIONS,
@@ -50,6 +50,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
         return None
     plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
     plan.window = next_window(obs.status.window or obs.spec.parallelism, obs.spec.parallelism, plan.limited, plan.clean)
+    plan.window_cut = obs.now if plan.limited else 0.0
     if not stopped:
         plan.outage = outage_step(obs.now, plan, _present(obs))
     if can_start and not stopped and not plan.budget and not plan.outage:
@@ -168,13 +169,21 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
     ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
     if probe.committed is not None:
-        plan.limited += probe.committed.rate_limited > 0
-        plan.clean += probe.committed.rate_limited == 0
+        _count_rate_limits(obs, plan, pod, probe.committed.rate_limited)
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
     if not keep_pod(obs.spec, ended.outcome):
         plan.delete(pod)
+
+
+def _count_rate_limits(obs: Observed, plan: Plan, pod: PodView, rate_limited: int) -> None:
+    """An ended attempt's word on the window: clean widens it; limited cuts it, unless its pod started
+    before the last cut (it met the limit under the wider window, which that cut already answered)."""
+    if not rate_limited:
+        plan.clean += 1
+    elif pod.created >= parse_time(obs.status.window_cut):
+        plan.limited += 1
 
 
 def _end(obs: Observed, plan: Plan, sample: str, ended: Entry) -> Entry:
