@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kubernetes.utils import parse_quantity
+
 from gdpval.controller.effects.gather import secret_refs
 from gdpval.controller.effects.s3 import read_estimate
 from gdpval.controller.pure import manifests as m
@@ -202,6 +204,10 @@ def test_the_judge_job_renders_in_a_limited_sidecar_of_the_sandbox_image_that_ho
         security = container["securityContext"]
         assert security["readOnlyRootFilesystem"] and security["runAsNonRoot"] and security["capabilities"] == {"drop": ["ALL"]}
     assert sidecar["resources"]["limits"] == {"memory": "2048Mi", "ephemeral-storage": "512Mi"}
+    for container in (token, sidecar, judge):  # the API refuses a request above its limit
+        resources = container.get("resources", {})
+        for name, limit in resources.get("limits", {}).items():
+            assert parse_quantity(resources.get("requests", {}).get(name, "0")) <= parse_quantity(limit), (container["name"], name)
     assert sidecar["command"][sidecar["command"].index("--workspace") + 1] == "/render" and "--token-file" in sidecar["command"]
     assert sidecar["env"] == [{"name": "HOME", "value": "/tmp"}] and "secret" not in json.dumps(sidecar).lower().replace("secrets.token", "")
     mounts = {v["name"]: v for v in sidecar["volumeMounts"]}

@@ -299,6 +299,7 @@ def judge_job(ctx: RunContext) -> dict[str, Any]:
 RENDER_LIMITS = RenderLimits()
 RENDER_TMP = "256Mi"  # the sidecar's /tmp (memory-backed, inside its memory limit): LibreOffice keeps its profile in the shared folder
 RENDER_TOKEN_SIZE = "1Mi"
+TOKEN_MAKER = {"cpu": "100m", "memory": "64Mi"}  # the init container that writes the token: one python -c
 MAKE_TOKEN = f"import secrets; open({c.RENDER_TOKEN_FILE!r}, 'w').write(secrets.token_urlsafe(32))"
 
 
@@ -316,7 +317,7 @@ def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
     run's sandbox image serves its tool server to the judge alone (native sidecar, loopback), with a read-only root,
     the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
     token = _container(
-        ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=DEFAULT_REQUESTS, limits={"memory": "64Mi"}),
+        ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
         volumeMounts=[{"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR}],
     )  # fmt: skip
     listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
