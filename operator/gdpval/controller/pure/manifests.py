@@ -21,6 +21,7 @@ from kubernetes.utils import parse_quantity
 from gdpval import contract as c
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
+from gdpval.render.limits import RenderLimits
 from gdpval.settings import RunSettings, SandboxSettings, tmpfs_sizes
 from gdpval.storage import layout
 
@@ -276,14 +277,68 @@ def assemble_job(ctx: RunContext) -> dict[str, Any]:
 
 
 def judge_job(ctx: RunContext) -> dict[str, Any]:
-    """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY."""
+    """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY; files rendered in a
+    sidecar of the run's sandbox image (render_sidecar)."""
     judge = ctx.spec.judge
     assert judge is not None, "a judge Job is only planned for a spec with a judge section"
     args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
-    return _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    env += [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}]
+    job = _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    pod = job["spec"]["template"]["spec"]
+    render = {"name": "render", "mountPath": c.RENDER_DIR}
+    token_ro = {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True}
+    pod["containers"][0]["volumeMounts"] += [render, token_ro]
+    pod["initContainers"] = render_sidecar(ctx)
+    pod["volumes"] += render_volumes()
+    return job
+
+
+RENDER_LIMITS = RenderLimits()
+RENDER_TMP = "256Mi"  # the sidecar's /tmp (memory-backed, inside its memory limit): LibreOffice keeps its profile in the shared folder
+RENDER_TOKEN_SIZE = "1Mi"
+TOKEN_MAKER = {"cpu": "100m", "memory": "64Mi"}  # the init container that writes the token: one python -c
+MAKE_TOKEN = f"import secrets; open({c.RENDER_TOKEN_FILE!r}, 'w').write(secrets.token_urlsafe(32))"
+
+
+def render_volumes() -> list[dict[str, Any]]:
+    """The folder the judge and its sidecar share (files in, views out), the sidecar's /tmp, the pod-made token."""
+    return [
+        {"name": "render", "emptyDir": {"sizeLimit": f"{RENDER_LIMITS.disk_bytes // MIB}Mi"}},
+        {"name": "render-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": RENDER_TMP}},
+        {"name": "render-token", "emptyDir": {"medium": "Memory", "sizeLimit": RENDER_TOKEN_SIZE}},
+    ]
+
+
+def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
+    """The judge pod's init containers: one writes a fresh tool-server token (no Secret, nothing in the spec), then the
+    run's sandbox image serves its tool server to the judge alone (native sidecar, loopback), with a read-only root,
+    the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
+    token = _container(
+        ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
+        volumeMounts=[{"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR}],
+    )  # fmt: skip
+    listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
+    limits = {"memory": f"{RENDER_LIMITS.memory_bytes // MIB}Mi", "ephemeral-storage": f"{RENDER_LIMITS.disk_bytes // MIB}Mi"}
+    server = ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.RENDER_DIR, "--token-file", c.RENDER_TOKEN_FILE]
+    sidecar = _container(
+        ctx,
+        "render",
+        ctx.sandbox_image,
+        [*server, "--max-file-bytes", str(RENDER_LIMITS.disk_bytes)],
+        Resources(requests=DEFAULT_REQUESTS, limits=limits),
+        restartPolicy="Always",
+        workingDir=c.RENDER_DIR,
+        env=[{"name": "HOME", "value": c.SCRATCH}],
+        volumeMounts=[
+            {"name": "render", "mountPath": c.RENDER_DIR},
+            {"name": "render-tmp", "mountPath": c.SCRATCH},
+            {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True},
+        ],
+    )
+    return [token, sidecar]
 
 
 def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:
