@@ -97,10 +97,9 @@ def renderer_label(system: Backend) -> str:
 def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, system: Backend) -> View:
     """The worker's view of `source`; unrenderable when it failed or broke a limit; Transient on a timeout."""
     # Under VIEW_BASE, not TMPDIR: a dropped uid must walk to its scratch (pytest's and many users' TMPDIR are 0700).
-    base = system.shared if isinstance(system, PodSandbox) else VIEW_BASE
-    with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=base) as scratch, tempfile.TemporaryDirectory(prefix="gdpval-view-", dir=VIEW_BASE) as own:
+    with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=VIEW_BASE) as scratch:
         if isinstance(system, PodSandbox):
-            out = _in_pod(source, suffix, Path(scratch), limits, system, Path(own) / "out")
+            out = _in_pod(source, suffix, Path(scratch), limits, system)
         elif system is not None:
             out = _in_sandbox(source, suffix, Path(scratch), limits, system)
         else:
@@ -208,12 +207,17 @@ def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, 
     return kept
 
 
-def _in_pod(source: Path, suffix: str, scratch: Path, limits: RenderLimits, pod: PodSandbox, kept: Path) -> Path:
-    """The worker run in the sidecar on a copy of `source` in the shared folder; its result is copied to `kept`,
-    a folder of the judge's own (the sidecar can still write the shared one)."""
-    shutil.copyfile(source, scratch / f"in{suffix}")
-    shutil.copyfile(WORKER, scratch / "worker.py")
-    command = f"cd {shlex.quote(str(scratch))} && ulimit -t {limits.cpu_seconds} && exec python3 -I worker.py in{suffix} {suffix} out 2>&1"
+def _in_pod(source: Path, suffix: str, scratch: Path, limits: RenderLimits, pod: PodSandbox) -> Path:
+    """The worker run in the sidecar on a copy of `source` in a fresh folder shared with it; its result is copied
+    into `scratch`, the judge's own (the sidecar can still write the shared folder)."""
+    with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=pod.shared) as name:
+        return _through_sidecar(source, suffix, Path(name), scratch / "out", limits, pod)
+
+
+def _through_sidecar(source: Path, suffix: str, shared: Path, kept: Path, limits: RenderLimits, pod: PodSandbox) -> Path:
+    shutil.copyfile(source, shared / f"in{suffix}")
+    shutil.copyfile(WORKER, shared / "worker.py")
+    command = f"cd {shlex.quote(str(shared))} && ulimit -t {limits.cpu_seconds} && exec python3 -I worker.py in{suffix} {suffix} out 2>&1"
     try:
         client = SandboxClient(pod.url, pod.token_file.read_text().strip())
         _wait_ready(client)
@@ -222,7 +226,7 @@ def _in_pod(source: Path, suffix: str, scratch: Path, limits: RenderLimits, pod:
         raise LimitBroken(f"the render sidecar failed: {exc}") from None
     if done.timed_out:
         raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s")
-    if not copy_out(scratch, kept):
+    if not copy_out(shared, kept):
         raise_for(done.exit_code, done.output, limits)
     return kept
 
