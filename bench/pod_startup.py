@@ -6,11 +6,15 @@ process, the scripted fake model behind a recorder. The recorder forwards every 
 when each pod IP first connects; a pod's figure is that time minus when its ADDED event arrived.
 Uses the cluster as the tests do: brought up if it is down (never stopped), under the users' shared lock.
 
-Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--images AGENT SANDBOX] [--floor] --json
+Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--ahead N] [--images AGENT SANDBOX] [--floor] --json
 
-`--images` runs given, already imported images instead of building this tree's (a before/after pair
-side by side); `--floor` measures Kubernetes' own part instead: trivial pods (the sandbox image's bash
-opening one connection to the recorder) created -> that connection, in waves of `--parallelism`.
+`--ahead N` runs the run twice in one invocation (same cluster, MinIO, model and images), first as is,
+then with `spec.samples.startAhead: N`: a pod started ahead of its turn is timed from its go (the watch
+event that shows the operator's go annotation) to its first model request, a pod created straight into
+the window from its creation as before. `--images` runs given, already imported images instead of
+building this tree's (a before/after pair side by side); `--floor` measures Kubernetes' own part
+instead: trivial pods (the sandbox image's bash opening one connection to the recorder) created -> that
+connection, in waves of `--parallelism`.
 """
 
 from __future__ import annotations
@@ -87,19 +91,30 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 class PodsSeen:
-    """When each sample pod's ADDED event arrived (wall clock, as the pods' own timestamps), its IP
-    once it has one, and its last status."""
+    """When each sample pod's ADDED event arrived (wall clock, as the pods' own timestamps), for a pod
+    started ahead the event that first showed its go, its IP once it has one, and its last status."""
 
     def __init__(self) -> None:
         self.added: dict[str, float] = {}
+        self.ahead: set[str] = set()
+        self.went: dict[str, float] = {}
         self.ips: dict[str, str] = {}
         self.last: dict[str, dict[str, Any]] = {}
+
+    def start(self, pod: str) -> float:
+        """Where the sample's start counts from: its go if the pod was started ahead, else its creation."""
+        return self.went.get(pod, self.added[pod])
 
     def on_event(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         if meta.get("labels", {}).get(n.L_COMPONENT) != n.COMPONENT_SAMPLE:
             return
         self.added.setdefault(meta["name"], time.time())
+        go = (meta.get("annotations") or {}).get(n.A_GO)
+        if go == "":
+            self.ahead.add(meta["name"])
+        elif go is not None and meta["name"] in self.ahead:
+            self.went.setdefault(meta["name"], time.time())
         if kind != "DELETED":
             self.last[meta["name"]] = pod
         ip = (pod.get("status") or {}).get("podIP")
@@ -150,86 +165,122 @@ def run_floor(core: client.CoreV1Api, namespace: str, image: str, target: tuple[
 
 
 def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One run per start path (as is; then, with `--ahead`, with pods started ahead), each in its own namespace."""
     users = ClusterUsers()
-    cluster = local_cluster.bring_up(images=not args.images)
+    try:
+        cluster = local_cluster.bring_up(images=not args.images)
+        images = tuple(args.images) if args.images else (cluster.images["operator"], cluster.images["sandbox-slim"])
+        paths = {} if args.ahead_only else {"as is": {}}
+        if args.ahead:
+            paths[f"startAhead {args.ahead}"] = {"startAhead": args.ahead}
+        with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
+            recorder = Recorder(cluster.node_ip, ("127.0.0.1", model.port))
+            threading.Thread(target=recorder.serve_forever, daemon=True).start()
+            bucket = "bench"
+            minio.client().create_bucket(Bucket=bucket)
+            upload_tree(minio.client(), bucket, "dataset", make_standin_dataset(sample_dataset_path(), workdir / "dataset"))
+            try:
+                reports = {
+                    label: one_path(args, cluster, minio, recorder, bucket, images, extra, workdir / str(i)) for i, (label, extra) in enumerate(paths.items())
+                }
+            finally:
+                recorder.shutdown()
+    finally:
+        users.release()
+    return reports if args.ahead else reports["as is"]
+
+
+def one_path(
+    args: argparse.Namespace, cluster: Any, minio: MinioServer, recorder: Recorder, bucket: str, images: tuple[str, ...], samples: dict[str, Any], workdir: Path
+) -> dict[str, Any]:
+    """One run (or the floor's pods) in a fresh restricted namespace, `samples` over the run's spec.samples."""
     namespace = f"gdpval-bench-{secrets.token_hex(3)}"
     kube = Kube(str(cluster.kubeconfig), namespace, cluster.kubectl_path)
-    images = tuple(args.images) if args.images else (cluster.images["operator"], cluster.images["sandbox-slim"])
-    limit, repeats = selection(args.samples)
+    workdir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
-    with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
-        recorder = Recorder(cluster.node_ip, ("127.0.0.1", model.port))
-        threading.Thread(target=recorder.serve_forever, daemon=True).start()
-        install_crd(kube)
-        restricted_namespace(kube, minio)
-        bucket = "bench"
-        minio.client().create_bucket(Bucket=bucket)
-        upload_tree(minio.client(), bucket, "dataset", make_standin_dataset(sample_dataset_path(), workdir / "dataset"))
-        seen = PodsSeen()
-        core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
-        threading.Thread(
-            target=watch_forever,
-            args=(core.list_namespaced_pod, seen.on_event, stop),
-            kwargs={"namespace": namespace, "label_selector": n.MANAGED_SELECTOR},
-            daemon=True,
-        ).start()
-        if args.floor:
-            try:
-                run_floor(core, namespace, images[1], (cluster.node_ip, recorder.server_address[1]), args)
-                status = {"state": "floor"}
-            finally:
-                stop.set()
-                recorder.shutdown()
-                kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-                users.release()
-            return report(args, seen, recorder, status, images)
-        operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
+    install_crd(kube)
+    restricted_namespace(kube, minio)
+    seen = PodsSeen()
+    core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+    threading.Thread(
+        target=watch_forever,
+        args=(core.list_namespaced_pod, seen.on_event, stop),
+        kwargs={"namespace": namespace, "label_selector": n.MANAGED_SELECTOR},
+        daemon=True,
+    ).start()
+    if args.floor:
         try:
-            manifest = run_manifest(
-                "startup",
-                namespace,
-                model_url=f"http://{cluster.node_ip}:{recorder.server_address[1]}/v1",
-                dataset=f"s3://{bucket}/dataset",
-                output_url=f"s3://{bucket}/out",
-                endpoint=minio.endpoint_url,
-                images=images,
-                parallelism=args.parallelism,
-                selection={"limit": limit, "repeats": repeats},
-            )
-            kube.apply(manifest)
-            done = kube.run(
-                "wait", "--for=jsonpath={.status.state}=Succeeded", "gdpvalrun/startup", f"--timeout={args.timeout}s", check=False, timeout=args.timeout + 30
-            )
-            status = kube.run_status("startup")
-            if done.returncode != 0:
-                raise RuntimeError(f"the run did not succeed: {status}\n--- operator log ---\n{operator.logs()[-3000:]}")
+            run_floor(core, namespace, images[1], (cluster.node_ip, recorder.server_address[1]), args)
         finally:
             stop.set()
-            operator.stop()
-            recorder.shutdown()
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-            users.release()
+        return report(args, seen, recorder, {"state": "floor"}, images)
+    operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
+    try:
+        manifest = run_manifest(
+            "startup",
+            namespace,
+            model_url=f"http://{cluster.node_ip}:{recorder.server_address[1]}/v1",
+            dataset=f"s3://{bucket}/dataset",
+            output_url=f"s3://{bucket}/out",
+            endpoint=minio.endpoint_url,
+            images=images,
+            parallelism=args.parallelism,
+            selection={"limit": selection(args.samples)[0], "repeats": selection(args.samples)[1]},
+        )
+        manifest["spec"].setdefault("samples", {}).update(samples)
+        kube.apply(manifest)
+        done = kube.run(
+            "wait", "--for=jsonpath={.status.state}=Succeeded", "gdpvalrun/startup", f"--timeout={args.timeout}s", check=False, timeout=args.timeout + 30
+        )
+        status = kube.run_status("startup")
+        if done.returncode != 0:
+            raise RuntimeError(f"the run did not succeed: {status}\n--- operator log ---\n{operator.logs()[-3000:]}")
+    finally:
+        stop.set()
+        operator.stop()
+        kube.run("delete", "namespace", namespace, "--wait=false", check=False)
     return report(args, seen, recorder, status, images)
 
 
 def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status: dict[str, Any], images: tuple[str, ...]) -> dict[str, Any]:
-    firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.added[pod])) is not None}
-    delays = [first - seen.added[pod] for pod, first in firsts.items()]
-    slowest = max(firsts, key=lambda pod: firsts[pod] - seen.added[pod], default=None)
-    return {
+    firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.start(pod))) is not None}
+    delays = {pod: first - seen.start(pod) for pod, first in firsts.items()}
+    slowest = max(delays, key=lambda pod: delays[pod], default=None)
+    marks = {pod: _marks(seen, pod, first) for pod, first in firsts.items()}
+    ahead = [pod for pod in firsts if pod in seen.went]
+    out = {
         "samples": args.samples if args.floor else math.prod(selection(args.samples)),
         "parallelism": args.parallelism,
         "pods": len(seen.added),
         "measured": len(delays),
-        "created_to_first_model_request": {
-            "p50_s": round(measure.percentile(delays, 50) or 0, 3),
-            "p99_s": round(measure.percentile(delays, 99) or 0, 3),
-            "max_s": round(max(delays, default=0), 3),
-        },
-        "steps_p50_s": steps([measure.startup_marks(seen.last[pod], first) for pod, first in firsts.items()]),
-        "slowest_steps_s": measure.startup_marks(seen.last[slowest], firsts[slowest]) if slowest else {},  # where the p99 goes
+        "start_to_first_model_request": _figure(list(delays.values())),  # from the go for a pod started ahead, else from creation
+        "steps_p50_s": steps(list(marks.values())),
+        "slowest_steps_s": marks[slowest] if slowest else {},  # where the p99 goes
         "run": {"state": status.get("state"), "progress": status.get("progress")},
         "images": {"agent": images[0], "sandbox": images[1]},
+    }
+    if seen.ahead:
+        cold = [pod for pod in firsts if pod not in seen.went]
+        ahead_figure = _figure([delays[p] for p in ahead])
+        out["started_ahead"] = {"pods": len(ahead), "go_to_first_model_request": ahead_figure, "steps_p50_s": steps([marks[p] for p in ahead])}
+        out["created_in_window"] = {"pods": len(cold), "created_to_first_model_request": _figure([delays[p] for p in cold])}
+    return out
+
+
+def _marks(seen: PodsSeen, pod: str, first: float) -> dict[str, float]:
+    """The pod's start steps after its creation; a pod started ahead also has its go."""
+    marks = measure.startup_marks(seen.last[pod], first)
+    if pod in seen.went:
+        marks["go"] = round(seen.went[pod] - seen.added[pod], 3)
+    return marks
+
+
+def _figure(delays: list[float]) -> dict[str, float]:
+    return {
+        "p50_s": round(measure.percentile(delays, 50) or 0, 3),
+        "p99_s": round(measure.percentile(delays, 99) or 0, 3),
+        "max_s": round(max(delays, default=0), 3),
     }
 
 
@@ -239,6 +290,8 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=5, help="spec.parallelism: sample pods starting at once")
     parser.add_argument("--timeout", type=int, default=1200)
     parser.add_argument("--images", nargs=2, metavar=("AGENT", "SANDBOX"), help="imported image refs to run instead of building this tree's")
+    parser.add_argument("--ahead", type=int, default=0, help="also run with spec.samples.startAhead N, a pod started ahead timed from its go")
+    parser.add_argument("--ahead-only", action="store_true", help="with --ahead: only the run with pods started ahead")
     parser.add_argument("--floor", action="store_true", help="trivial pods instead of a run: Kubernetes' own part of the figure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -246,9 +299,10 @@ def main() -> None:
         report = bench(args, Path(tmp))
     if args.json:
         print(json.dumps(report, indent=2))
-    else:
-        figure = report["created_to_first_model_request"]
-        print(f"{report['measured']} pods: created -> first model request p50 {figure['p50_s']} s, p99 {figure['p99_s']} s")
+        return
+    for label, one in report.items() if args.ahead else [("as is", report)]:
+        figure = one["start_to_first_model_request"]
+        print(f"{label}: {one['measured']} pods: start -> first model request p50 {figure['p50_s']} s, p99 {figure['p99_s']} s")
 
 
 if __name__ == "__main__":

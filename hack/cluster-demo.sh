@@ -20,7 +20,7 @@ BUCKET=gdpval-demo
 OUT="${GDPVAL_DEMO_OUT:-$REPO_ROOT/out/cluster-demo}"
 PY=.venv/bin/python
 export KUBECONFIG="$WORKDIR/kubeconfig/admin.conf"
-kubectl() { "$K8S_BIN/kubectl" "$@"; }
+kubectl() { "$KUBECTL_BIN" "$@"; }
 helm() { "$TOOLS_BIN/helm" "$@"; }
 
 alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -50,7 +50,7 @@ HOST_PATHS=(/var/lib/cni /var/log/containers /var/log/pods /run/containerd /opt/
 
 export PATH="$CONTAINERD_PREFIX/usr/bin:$K8S_BIN:/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/bin:/bin"
 
-kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+kubectl() { "$KUBECTL_BIN" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
 ctr() { "$CONTAINERD_PREFIX/usr/bin/ctr" --address "$CTR_SOCK" "$@"; }
 
 # ---------------------------------------------------------------- processes
@@ -475,7 +475,7 @@ cluster_up() {
   local t0=$SECONDS
   "$HACK_DIR/cluster-prereqs.sh" --no-build
   "$HACK_DIR/build-k8s.sh"
-  "$HACK_DIR/build-tools.sh" kube-router
+  "$HACK_DIR/build-tools.sh" kube-router kubectl-helm
   "$HACK_DIR/images.sh" base pause
   record_host_state
   setup_network
@@ -676,7 +676,7 @@ NODE_IF=$NODE_IF
 POD_CIDR=$POD_CIDR
 RULE_TAG=$RULE_TAG
 WORKDIR=$WORKDIR
-KUBECTL=$K8S_BIN/kubectl
+KUBECTL=$KUBECTL_BIN
 STATE=$STATE
 HOST_PATHS=${HOST_PATHS[*]}
 OWN_BINARIES=$(readlink -f "$CONTAINERD_PREFIX") $(readlink -f "$ETCD_PREFIX") $K8S_BIN $(dirname "$KUBE_ROUTER_BIN")

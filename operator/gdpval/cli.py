@@ -266,13 +266,14 @@ def sample_cmd(
     sample: Annotated[str, typer.Option(help="Sample id from the manifest.")],
     attempt: Annotated[int, typer.Option(min=1, help="Attempt number.")],
     sandbox: Annotated[str, typer.Option(help="Tool server address.")] = contract.SANDBOX_URL,
+    go: Annotated[Path | None, typer.Option(help="A pod started ahead: wait for this file to say go before the first model request.")] = None,
 ) -> None:
     """Run one sample attempt against the sidecar sandbox and commit it (the agent container)."""
     from gdpval.runner.pod import ModelUnavailable, run_sample
     from gdpval.storage import open_storage
 
     try:
-        result = run_sample(open_storage(output), run_name, sample, attempt, sandbox)
+        result = run_sample(open_storage(output), run_name, sample, attempt, sandbox, go)
     except ModelUnavailable:
         print(f"ModelUnavailable: the model endpoint's outage ended attempt {attempt}; nothing committed, it runs again", file=sys.stderr)
         raise typer.Exit(contract.EXIT_MODEL_UNAVAILABLE) from None

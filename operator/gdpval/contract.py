@@ -27,6 +27,19 @@ TOKEN_ENV = "GDPVAL_SANDBOX_TOKEN"  # bearer token shared by the agent and its s
 TOKEN_KEY = "token"
 TOKEN_DIR = "/run/gdpval-token"
 TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_KEY}"
+# A pod started ahead of its turn (spec.samples.startAhead) reads its go here: a downward-API file of an
+# annotation the operator sets when the sample enters the window; empty until then.
+GO_DIR = "/run/gdpval-go"
+GO_FILE = f"{GO_DIR}/go"
+GO_VALUE = "go"
+# The judge Job renders files in a sidecar of the run's sandbox image (LibreOffice) through its tool server:
+# the judge copies each file and the worker into RENDER_DIR, shared with the sidecar; RENDER_URL_ENV names the
+# sidecar's tool server, RENDER_IMAGE_ENV its image (for the renderer's label); the token is made in the pod.
+RENDER_DIR = "/render"
+RENDER_URL_ENV = "GDPVAL_RENDER_SANDBOX"
+RENDER_IMAGE_ENV = "GDPVAL_RENDER_IMAGE"
+RENDER_TOKEN_DIR = "/run/gdpval-render"
+RENDER_TOKEN_FILE = f"{RENDER_TOKEN_DIR}/token"
 SETTINGS_ENV = "GDPVAL_RUN_SETTINGS"  # the prepare Job's run settings, as JSON
 API_KEY_ENV = "OPENAI_API_KEY"  # the model API key, in the agent container only
 

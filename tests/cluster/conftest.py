@@ -5,11 +5,13 @@ their runs distinct names and leave the operator running, so sharing makes none 
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from gdpval.fakemodel.server import start_background
+from infra.paths import REPO_ROOT
 from support.netprobe import BYSTANDER_PORT, LISTEN, RESTRICTED_CONTAINER
 from support.operator import Env, operator_namespace
 from support.standins import make_standin_dataset
@@ -50,3 +52,13 @@ def bystander(env: Env) -> tuple[str, str]:
     with socket.create_connection((ip, BYSTANDER_PORT), timeout=10):
         pass  # listening, and reachable from the node
     return name, ip
+
+
+@pytest.fixture(scope="session")
+def full_image(cluster) -> str:
+    """This tree's full sandbox image (images/sandbox/build.sh, about 2.5 GB), built if needed and in the cluster's containerd."""
+    build = REPO_ROOT / "images" / "sandbox" / "build.sh"
+    for step in ("build", "import"):
+        done = subprocess.run(["bash", str(build), step], capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, f"images/sandbox/build.sh {step} failed: {done.stderr[-3000:]}"
+    return subprocess.run(["bash", str(build), "tag"], capture_output=True, text=True, check=True).stdout.strip()

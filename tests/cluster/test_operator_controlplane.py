@@ -356,6 +356,58 @@ def test_lifecycle_with_sigkills_between_every_step(env):
     _wait(lambda: not env.pods(name) and not env.jobs(name), 30, "children cleaned up")
 
 
+def _waiting_for_go(pod) -> bool:
+    return (pod.metadata.annotations or {}).get("gdpval.io/go") == ""
+
+
+def _check_ahead(env: Env, name: str, parallelism: int, ahead: int) -> None:
+    """At most `parallelism` live pods may call the model (no go to wait for, or given it), at most `ahead` wait."""
+    live = [p for p in env.pods(name) if p.status.phase in (None, "Pending", "Running") and not p.metadata.deletion_timestamp]
+    waiting = [p for p in live if _waiting_for_go(p)]
+    assert len(live) - len(waiting) <= parallelism, f"{len(live) - len(waiting)} pods past their go > parallelism {parallelism}"
+    assert len(waiting) <= ahead, f"{len(waiting)} pods waiting > startAhead {ahead}"
+    _check_invariants(env, name, parallelism + ahead)
+
+
+def _running_or_assembling(env: Env, name: str) -> list | str:
+    """The pods the test plays the kubelet for that may call the model (not waiting for a go), or "Assembling"."""
+    pending = _pending_or_assembling(env, name)
+    return pending if pending == "Assembling" else [p for p in pending if not _waiting_for_go(p)]
+
+
+def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
+    """startAhead pods wait outside the window; a finished sample gives the next one its go (and its deadline),
+    through the real API server's merge patch, the operator killed at random points."""
+    rng = random.Random(7)
+    name, parallelism, ahead = "ahead", 2, 2
+    env.create(name, parallelism=parallelism, samples={"startAhead": ahead, "backoffSeconds": 0})
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    samples = env.prepare(name, 7)
+    first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
+    assert {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)} == set(samples[2:4])
+    went = set()
+    for _ in range(40):
+        live = _wait(lambda: _running_or_assembling(env, name), 60, "a pending sample pod past its go or the run assembling")
+        if live == "Assembling":
+            break
+        running = list(live)
+        for pod in running:
+            if "gdpval.io/go" in pod.metadata.annotations:
+                went.add(pod.metadata.annotations["gdpval.io/sample-id"])
+                assert pod.spec.active_deadline_seconds, "the go sets the deadline"
+        env.finish_pod(rng.choice(running), "ok")
+        if rng.random() < 0.4:
+            time.sleep(rng.random() * 0.6)
+            env.operator.kill()
+            _check_ahead(env, name, parallelism, ahead)
+            env.operator.start()
+        _check_ahead(env, name, parallelism, ahead)
+    assert env.status(name).get("state") == "Assembling", f"not assembling: {env.status(name)}"
+    assert went >= set(samples[2:4]), f"the first pods ahead never got their go: {went}"
+    assert set(env.committed(name)) == set(samples)
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
 def test_restricted_admission_accepts_sample_pods(env):
     """The namespace enforces `restricted`: the pods exist, so admission accepted them."""
     name = "restricted"

@@ -9,30 +9,17 @@ content tag (`build.sh import`; about 2.5 GB). The namespace enforces the `restr
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from gdpval.fakemodel.server import SCRIPT_BODY_FIELD, start_background
 from gdpval.storage import layout
-from infra.paths import REPO_ROOT
 from support.office_task import FILES, STEPS
 from support.operator import operator_namespace, project_images, result_keys, run_folder
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-BUILD = REPO_ROOT / "images" / "sandbox" / "build.sh"
 RUN_TIMEOUT = 600
-
-
-@pytest.fixture(scope="module")
-def full_image(cluster) -> str:
-    """This tree's full sandbox image, built if needed and in the cluster's containerd."""
-    for step in ("build", "import"):
-        done = subprocess.run(["bash", str(BUILD), step], capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, f"images/sandbox/build.sh {step} failed: {done.stderr[-3000:]}"
-    return subprocess.run(["bash", str(BUILD), "tag"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_the_office_task_succeeds_in_a_sample_pod_of_the_full_image(cluster, cluster_s3, sample_dataset, full_image, tmp_path_factory):

@@ -281,9 +281,8 @@ def in_podman(tmp: Path) -> dict:
 
 def in_local_runtime(tmp: Path) -> dict:
     """The same script through the tool server of a hardened local sandbox over the unpacked image."""
-    workspace = tmp / "workspace"
-    with LocalSandbox(workspace, {}, isolation="bwrap", system=local_runtime()) as box:
-        # As root the workspace is a disk mounted at start: what goes in it comes after.
+    with LocalSandbox(tmp / "workspace", {}, isolation="bwrap", system=local_runtime()) as box:
+        workspace = box.host_workspace  # a disk or tmpfs made at start: what goes in it comes after
         (workspace / "deliverable_files").mkdir(exist_ok=True)
         (workspace / "out").mkdir()
         (workspace / "checks.py").write_text(CHECKS)

@@ -193,6 +193,7 @@ def test_operator_rules_cover_what_it_does() -> None:
         ("", "pods", "delete"),
         ("", "pods", "watch"),
         ("", "pods", "get"),
+        ("", "pods", "patch"),
         ("batch", "jobs", "create"),
         ("batch", "jobs", "delete"),
         ("batch", "jobs", "watch"),

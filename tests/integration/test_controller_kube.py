@@ -17,6 +17,7 @@ SPEC = api.GdpvalRunSpec.model_validate({"model": {"name": "m", "apiKeySecretRef
 CALLS = {
     "check_secrets": ("ns", SPEC),
     "pod_exists": ("ns", "p"),
+    "patch_pod": ("ns", "p", {}),
     "read_ledger": ("ns", "l", "uid"),
     "create_ledger": (MANIFEST,),
     "write_ledger": ("ns", "l", {}, "1"),

@@ -3,6 +3,8 @@ through the real openai client and the scripted model's pairwise judges."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gdpval.agent.client import make_client
@@ -13,6 +15,7 @@ from gdpval.judge.inputs import Inputs
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs, load_pairs
 from gdpval.judge.run import JudgeOptions, read_run
 from gdpval.judge.verdicts import PAIRWISE_LABEL
+from gdpval.render import child
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
@@ -61,6 +64,8 @@ def test_a_judge_that_always_prefers_one_side_gives_zero_or_all(storage, dataset
     assert set(results.by_sector) == {t.sector for t in dataset.tasks[:6]}
     gold_views = [v for s in results.samples for v in s.views if v.startswith("theirs:")]
     assert len(gold_views) == 6 and all("– final." in v for v in gold_views)  # the expert's file name, not its hash folder
+    here = child.renderer_label(child.backend(os.environ))
+    assert {r.split(" ", 1)[1] for s in results.samples for r in s.renderers} == {here}  # one conversion for both sides
     index = storage.get_text(layout.gold_index(dataset.ref.key))
     assert all(storage.exists(layout.gold_file(dataset.ref.key, p)) for t in dataset.tasks[:6] for p in dataset.gold[t.task_id]) and "has_gold" in index
 

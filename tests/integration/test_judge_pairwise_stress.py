@@ -1,5 +1,6 @@
-"""Pairwise judging of a whole 220-sample run of the stress dataset (13 columns, gold stand-ins in real formats) with
-`gdpval judge --method pairwise`, killed with -9 midway and resumed: no pair judged twice, the gold nowhere in the run."""
+"""A whole `gdpval run` of the 220-task stress dataset (13 columns, gold stand-ins in docx, xlsx and pdf) with the
+scripted model, then `gdpval judge --method pairwise` killed with -9 midway and resumed: the scripted judge answers
+each (pair, order) once, the totals are those the dataset implies, and the gold is nowhere in the run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 import subprocess
 
+import pyarrow.parquet as pq
 import pytest
 
 from gdpval.dataset.loader import load_dataset
@@ -17,65 +19,65 @@ from gdpval.judge.store import load_pair_results
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
-from support import runs, stress
-from support.cli import GDPVAL, gdpval
+from support import stress
+from support.cli import GDPVAL, gdpval, run_args
+from support.judged import PREFER_GOLD_ON_REFERENCES, expected_verdicts
 from support.polling import wait_until
-from support.standins import standin_bytes
 
 pytestmark = pytest.mark.slow
 
-FORMATS = ("docx", "xlsx", "pdf")
-UNMADE = (0, 55, 110, 165)  # samples that never committed: losses without a judge call
 CONCURRENCY = 4
+CALLS = 2 * stress.TASKS  # every sample has a deliverable: both orders of each pair
+ANSWERED_BEFORE_KILL = CALLS // 2 + 1  # odd: at least one pair is cut between its two orders
 
 
 def test_a_whole_run_is_judged_pairwise_killed_and_resumed_without_judging_a_pair_twice(tmp_path):
-    dataset = load_dataset(str(stress.make_stress_dataset(tmp_path / "dataset", "current")), revision=None, cache_dir=tmp_path / "cache")
-    storage = LocalStorage(tmp_path / "out")
-    entries = runs.entries(dataset.tasks)
-    runs.write_run(storage, "stress", entries, dataset=dataset.ref)
-    for i, entry in enumerate(entries):
-        if i not in UNMADE:
-            name = f"answer.{FORMATS[i % 3]}"
-            files = {name: standin_bytes(f"answer {i}.{FORMATS[i % 3]}")}
-            runs.commit(storage, "stress", entry, 1, runs.succeeded(entry, 1, files), files)
-    calls = 2 * (len(entries) - len(UNMADE))
+    data = stress.make_stress_dataset(tmp_path / "dataset", "current")
+    out = tmp_path / "out"
     env = {**os.environ, "TMPDIR": str(tmp_path), runtime.RUNTIMES_ENV: str(tmp_path / "no-runtimes")}
-
-    def judge_args(base_url: str) -> list[str]:
-        return ["judge", "--method", "pairwise", "--output", str(tmp_path / "out"), "--run-name", "stress", "--judge-model", "judge",
-                "--judge-base-url", base_url, "--concurrency", str(CONCURRENCY), "--no-preflight", "--cache-dir", str(tmp_path / "cache"),
-                "--price-prompt", "2.5", "--price-completion", "10"]  # fmt: skip
-
-    prefers = f"text:{stress.GOLD_MARK}"
-    with start_background(model="judge", judge_prefers=prefers, hold_after=calls // 2) as first:
-        proc = subprocess.Popen([GDPVAL, *judge_args(first.base_url)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    judge_args = ["judge", "--method", "pairwise", "--output", str(out), "--run-name", "stress", "--judge-model", "scripted",
+                  "--concurrency", str(CONCURRENCY), "--no-preflight", "--cache-dir", str(tmp_path / "cache"),
+                  "--price-prompt", "2.5", "--price-completion", "10"]  # fmt: skip
+    with start_background(judge_prefers=PREFER_GOLD_ON_REFERENCES) as model:
+        ran = gdpval(*run_args(data, model.base_url, out, run_name="stress"), env=env, timeout=900)
+        assert ran.returncode == 0, ran.stderr[-4000:]
+        assert {r["status"] for r in pq.read_table(out / "runs/stress/results.parquet").to_pylist()} == {"succeeded"}
+        agent_calls = model.stats()["completions"]
+        model.hold(ANSWERED_BEFORE_KILL)
+        proc = subprocess.Popen([GDPVAL, *judge_args, "--judge-base-url", model.base_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_until(lambda: first.stats()["held"] == CONCURRENCY or proc.poll() is not None, 600, "every judge worker waiting on a held reply")
-            answered = first.stats()["completions"]  # every answered call is written before its worker asks again
+            wait_until(lambda: model.stats()["held"] == CONCURRENCY or proc.poll() is not None, 600, "every judge worker waiting on a held reply")
+            answered = model.stats()["completions"] - agent_calls  # every answered call is written before its worker asks again
             os.kill(proc.pid, signal.SIGKILL)
         finally:
             proc.wait()
-        assert proc.returncode == -signal.SIGKILL and answered == calls // 2
-    judged_before = set(load_pairs(storage, "stress", GOLD))
-    assert 0 < len(judged_before) < len(entries)
+            model.release(cut=True)  # the held calls' client is gone: they get no answer
+        assert proc.returncode == -signal.SIGKILL and answered == ANSWERED_BEFORE_KILL
+        judged_before = set(load_pairs(LocalStorage(out), "stress", GOLD))
+        assert 0 < len(judged_before) < stress.TASKS
 
-    with start_background(model="judge", judge_prefers=prefers) as second:
-        done = gdpval(*judge_args(second.base_url), env=env, timeout=1200)
+        done = gdpval(*judge_args, "--judge-base-url", model.base_url, env=env, timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert answered + second.stats()["completions"] == calls  # no call asked twice, so no pair judged twice
+        stats = model.stats()
+    assert stats["completions"] - agent_calls == CALLS and stats["judge_repeats"] == 0 and stats["faults"]["cut"] == CONCURRENCY
     summary = json.loads(done.stdout)["pairwise"]
     assert summary["reused"] == len(judged_before) and summary["label"] == "local estimate against the public gold, not OpenAI's grade"
-    results = load_pair_results(storage, "stress")
-    assert results is not None and results.overall.samples == len(entries)
-    overall = results.overall
-    assert (overall.losses, overall.no_deliverable, overall.wins, overall.failed, overall.wins_or_ties) == (len(entries), len(UNMADE), 0, 0, 0.0)
-    assert set(results.by_sector) == set(stress.OCCUPATIONS) and len(results.by_occupation) == 44
-    assert results.usage.cost is not None and results.usage.cost > 0
 
-    gold = {(tmp_path / "dataset" / p).read_bytes() for paths in (dataset.gold or {}).values() for p in paths}
-    for path in (tmp_path / "out" / "runs" / "stress").rglob("*"):
-        if path.is_file() and "judge" not in path.relative_to(tmp_path / "out").parts:
-            data = path.read_bytes()
-            assert data not in gold and stress.GOLD_MARK.encode() not in data and b"judge-only" not in data, path
-    assert storage.exists(layout.gold_index(dataset.ref.key))
+    results = load_pair_results(LocalStorage(out), "stress")
+    assert results is not None
+    expected = expected_verdicts(pq.read_table(data / stress.PARQUET).to_pylist())
+    got = {group: (t.wins, t.ties, t.losses) for group, t in ({"": results.overall} | results.by_sector).items()}
+    assert got == expected and 0 < expected[""][2] < stress.TASKS
+    overall = results.overall
+    assert (overall.samples, overall.inconsistent, overall.failed, overall.no_deliverable) == (stress.TASKS, 0, 0, 0)
+    assert overall.wins_or_ties == pytest.approx(expected[""][1] / stress.TASKS, abs=1e-4) and len(results.by_occupation) == 44  # rounded to 4 places
+    usage = results.usage  # a pair cut between its two orders took its first order from the call cache
+    assert usage.cached_calls % 2 == 1 and usage.calls + usage.cached_calls == CALLS and usage.cost is not None and usage.cost > 0
+
+    dataset = load_dataset(str(data), revision=None, cache_dir=tmp_path / "cache")
+    gold = {(data / p).read_bytes() for paths in (dataset.gold or {}).values() for p in paths}
+    for path in (out / "runs" / "stress").rglob("*"):
+        if path.is_file() and "judge" not in path.relative_to(out).parts:
+            content = path.read_bytes()
+            assert content not in gold and stress.GOLD_MARK.encode() not in content and b"judge-only" not in content, path
+    assert LocalStorage(out).exists(layout.gold_index(dataset.ref.key))

@@ -77,7 +77,7 @@ def test_workspace_is_mounted_at_workspace(boxed: LocalSandbox) -> None:
     client = boxed.client()
     out = bash(client, "pwd; ls -d deliverable_files; echo made > deliverable_files/out.txt")
     assert out == "/workspace\ndeliverable_files\n"
-    assert (boxed.workspace / "deliverable_files" / "out.txt").read_text() == "made\n"
+    assert (boxed.host_workspace / "deliverable_files" / "out.txt").read_text() == "made\n"
     code = "import os; print(os.getcwd()); print(os.path.realpath('/workspace'))"
     assert client.call("python_exec", {"code": code}, timeout=20).output == "/workspace\n/workspace\n"
 
@@ -122,7 +122,7 @@ def test_environment_is_clean(boxed: LocalSandbox) -> None:
 @needs_bwrap
 def test_collect_refuses_a_symlink_made_inside(boxed: LocalSandbox) -> None:
     bash(boxed.client(), "ln -sf /etc/passwd deliverable_files/passwd; echo ok > deliverable_files/ok.txt")
-    got = collect(boxed.workspace, max_file_bytes=1024, max_files=10)
+    got = collect(boxed.host_workspace, max_file_bytes=1024, max_files=10)
     assert "passwd" in {r.path for r in got.refused}
     assert "ok.txt" in {f.relpath for f in got.files}
 

@@ -22,6 +22,7 @@ from gdpval.fakemodel.server import start_background
 from gdpval.storage import open_storage
 from support.cli import GDPVAL, SUBMISSION_COLUMNS, gdpval, run_args
 from support.polling import wait_until
+from support.processes import interruptible
 
 
 @pytest.fixture
@@ -252,7 +253,7 @@ def test_submission_build_rebuilds_the_same_package(dataset, model, tmp_path):
 
 def test_ctrl_c_stops_promptly_and_resume_completes(dataset, tmp_path):
     with start_background(host="127.0.0.1", port=0, hold_after=14) as model:
-        proc = start_held_run(model, dataset, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = start_held_run(model, dataset, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
         before = committed(tmp_path)
         assert 2 <= len(before) <= 7 and sandboxes_of(tmp_path)
         proc.send_signal(signal.SIGINT)  # two samples are certainly in flight

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from support.processes import interruptible
+
 SCRIPT = """
 import signal, threading, time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,5 +27,5 @@ except KeyboardInterrupt:
 
 
 def test_a_sigint_taken_by_a_worker_thread_still_interrupts_the_wait():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=30)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=30, preexec_fn=interruptible)
     assert (done.returncode, done.stdout) == (130, "interrupted\n"), done.stderr

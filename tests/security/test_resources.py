@@ -46,8 +46,10 @@ except MemoryError:
     print('MemoryError')
 """
 TMP_FILL = "dd if=/dev/zero of=/tmp/fill bs=1M count=400 2>&1 | tail -1; echo dd=$?; df -m /tmp | tail -1"
-ONE_BIG_FILE = "dd if=/dev/zero of=/workspace/big bs=1M count=200 2>/dev/null; echo size=$(stat -c %s /workspace/big)"
-MANY_FILES = "for i in 1 2 3; do dd if=/dev/zero of=/workspace/f$i bs=1M count=60 2>&1 | tail -1; done; du -sm /workspace"
+DELIVERABLE = "mkdir -p deliverable_files && echo made before > deliverable_files/report.txt && echo written"
+ONE_BIG_FILE = "dd if=/dev/zero of=/workspace/big bs=1M count=200 2>/dev/null; echo size=$(stat -c %s /workspace/big); rm /workspace/big"
+MANY_FILES = "for i in 1 2 3; do dd if=/dev/zero of=/workspace/f$i bs=1M count=60 2>&1 | grep -v records; done; du -sm /workspace"
+ALIVE = {"bash": "echo alive"}
 SPARSE = "cd deliverable_files && for i in 1 2 3 4 5 6; do truncate -s 40M sparse-$i.bin; done; ls | wc -l"
 
 
@@ -99,23 +101,30 @@ def test_memory_is_capped_or_reported(run_script, uid: int) -> None:
 
 
 @USERS
-def test_tmp_is_a_tmpfs_of_half_the_memory_cap(run_script, uid: int) -> None:
+def test_tmp_is_a_tmpfs_within_the_memory_cap(run_script, uid: int) -> None:
+    """Half the memory, or a quarter where the workspace is a tmpfs too (a non-root runner's) and takes the rest."""
     run = run_script([{"bash": TMP_FILL}], uid, *SMALL)
     (out,) = run.tool_results()
     size, used = (int(n) for n in out.split("tmpfs", 1)[1].split()[:2])
-    assert size == 128 and used <= 128 and "400+0 records out" not in out, out
+    assert size == (64 if "size-capped tmpfs" in run.stderr else 128) and used <= size and "400+0 records out" not in out, out
+    assert f"sandbox tmpfs: /tmp {size} MiB" in run.stderr, run.stderr
 
 
 @USERS
-def test_workspace_disk_is_capped(run_script, uid: int) -> None:
-    run = run_script([{"bash": ONE_BIG_FILE}, {"bash": MANY_FILES}], uid, *SMALL)
-    one, many = run.tool_results()
+def test_writing_past_the_workspace_cap_is_enospc_and_the_sample_goes_on(run_script, uid: int) -> None:
+    """Files each within the per-file cap but past the total: ENOSPC, told to the model; what was written
+    before is collected. As root the workspace is a loop disk of the cap, as non-root a tmpfs within the memory."""
+    run = run_script([{"bash": DELIVERABLE}, {"bash": ONE_BIG_FILE}, {"bash": MANY_FILES}, ALIVE], uid, *SMALL)
+    assert run.returncode == 0, run.stderr
+    assert enforced(run, "disk")
+    _, one, many, alive = run.tool_results()
     assert int(one.split("size=")[1].split()[0]) <= 128 * 1024 * 1024, one
-    total = int(many.split("\t/workspace")[0].split()[-1])
-    if enforced(run, "disk"):
-        assert total <= 128, many
-    else:
-        assert "per-file cap" in run.stderr and total > 128, many
+    assert "No space left on device" in many and int(many.split("\t/workspace")[0].split()[-1]) <= 128, many
+    assert alive.startswith("alive"), alive
+    (result_path,) = run.output.glob("runs/t/samples/*/attempt-1/result.json")
+    assert json.loads(result_path.read_text())["deliverable_files"] == ["report.txt"]
+    (kept,) = run.output.glob("runs/t/samples/*/attempt-1/deliverable_files/report.txt")
+    assert kept.read_text() == "made before\n"
 
 
 @USERS

@@ -187,6 +187,17 @@ class FakeKube(Kube):
         return None
 
     @_call
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of a pod's annotations and spec, as the API server applies one (a pod gone is no error)."""
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return
+        for part in ("metadata", "spec"):
+            for key, value in (patch.get(part) or {}).items():
+                pod[part][key] = {**(pod[part].get(key) or {}), **value} if isinstance(value, Mapping) else value
+        pod["metadata"]["resourceVersion"] = self._next_version()
+
+    @_call
     def delete_pod(self, namespace: str, name: str) -> None:
         self.pods.pop((namespace, name), None)
 

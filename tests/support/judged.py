@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gdpval.dataset.loader import LoadedDataset, load_dataset
 from gdpval.manifest import ManifestEntry
@@ -41,3 +42,21 @@ def make_run(
         files |= {name: standin_bytes(name) for name in extra}
         runs.commit(storage, run, entry, 1, runs.succeeded(entry, 1, files), files)
     return entries
+
+
+# The scripted model's inventory says this only when its task has reference files; a judge started with
+# judge_prefers=PREFER_GOLD_ON_REFERENCES so prefers the gold on those tasks (a loss) and ties on the rest.
+INVENTORY_OF_REFERENCES = "Reference root:"
+PREFER_GOLD_ON_REFERENCES = f"not-text:{INVENTORY_OF_REFERENCES}"
+
+
+def expected_verdicts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int, int]]:
+    """(wins, ties, losses) of a scripted run over the dataset `rows` judged with PREFER_GOLD_ON_REFERENCES, by
+    sector and overall (under "")."""
+    totals: dict[str, tuple[int, int, int]] = {}
+    for row in rows:
+        loss = 1 if row["reference_files"] else 0
+        for group in ("", row["sector"]):
+            wins, ties, losses = totals.get(group, (0, 0, 0))
+            totals[group] = (wins, ties + 1 - loss, losses + loss)
+    return totals

@@ -343,3 +343,17 @@ class Env:
         committed = result_keys(self.client, self.bucket, "out", folder)
         assert len(committed) == TASKS
         assert_committed_once(committed)
+
+
+def sigkill_in_pod(pod_uid: str, command: str) -> list[int]:
+    """SIGKILL, from the node (this machine), each process of the pod whose command line holds `command`; their ids.
+    From inside, `kubectl exec ... kill -9 1` cannot: a PID namespace's init ignores signals it has no handler for."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if f"pod{pod_uid}" in (proc / "cgroup").read_text() and command in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+        except (OSError, ValueError):
+            continue  # not a process, or gone
+    return killed

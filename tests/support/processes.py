@@ -3,6 +3,7 @@ does not hang on a process that ignores SIGTERM."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 
@@ -22,3 +23,10 @@ def stop(proc: subprocess.Popen, grace: float = 30) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def interruptible() -> None:
+    """A child's `preexec_fn`: Ctrl-C's default action back. A suite started as a background job of a
+    non-interactive shell inherits SIGINT ignored, and a Python started so keeps ignoring it, so a test
+    of what SIGINT does would see nothing happen."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

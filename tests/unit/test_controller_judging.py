@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kubernetes.utils import parse_quantity
+
 from gdpval.controller.effects.gather import secret_refs
 from gdpval.controller.effects.s3 import read_estimate
 from gdpval.controller.pure import manifests as m
@@ -185,3 +187,34 @@ def test_only_the_judge_job_is_pointed_at_the_gold_and_no_sandbox_holds_a_storag
     for made in (pod, m.network_policy(ctx), m.prepare_job(ctx), m.assemble_job(ctx)):
         assert "judge-only" not in json.dumps(made) and "pairwise" not in json.dumps(made)
     assert "pairwise" in json.dumps(judge_job(ctx))
+
+
+def test_the_judge_job_renders_in_a_limited_sidecar_of_the_sandbox_image_that_holds_no_credential():
+    """The judge (agent image) renders through a native sidecar of the run's sandbox image: non-root, read-only
+    root, the render limits as its container's, a sized memory /tmp, no env but HOME, no S3 or API key, a token
+    made in the pod (no Secret), and only the shared render folder, which the judge mounts too."""
+    secret = {"credentialsSecret": {"name": "s3", "accessKeyIdKey": "id", "secretAccessKeyKey": "secret"}}
+    ctx = m.RunContext("demo", "ns", "uid-1", spec(judge=JUDGE | {"method": "pairwise"}, output={"url": "s3://b/p"} | secret), "agent:1", "full:1")
+    pod = judge_job(ctx)["spec"]["template"]["spec"]
+    token, sidecar = pod["initContainers"]
+    [judge] = pod["containers"]
+    assert (token["image"], sidecar["image"], judge["image"]) == ("agent:1", "full:1", "agent:1")
+    assert sidecar["restartPolicy"] == "Always" and "restartPolicy" not in token and pod["automountServiceAccountToken"] is False
+    for container in (token, sidecar):
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] and security["runAsNonRoot"] and security["capabilities"] == {"drop": ["ALL"]}
+    assert sidecar["resources"]["limits"] == {"memory": "2048Mi", "ephemeral-storage": "512Mi"}
+    for container in (token, sidecar, judge):  # the API refuses a request above its limit
+        resources = container.get("resources", {})
+        for name, limit in resources.get("limits", {}).items():
+            assert parse_quantity(resources.get("requests", {}).get(name, "0")) <= parse_quantity(limit), (container["name"], name)
+    assert sidecar["command"][sidecar["command"].index("--workspace") + 1] == "/render" and "--token-file" in sidecar["command"]
+    assert sidecar["env"] == [{"name": "HOME", "value": "/tmp"}] and "secret" not in json.dumps(sidecar).lower().replace("secrets.token", "")
+    mounts = {v["name"]: v for v in sidecar["volumeMounts"]}
+    assert set(mounts) == {"render", "render-tmp", "render-token"} and mounts["render-token"]["readOnly"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["render-tmp"]["emptyDir"] == {"medium": "Memory", "sizeLimit": m.RENDER_TMP} and "secret" not in volumes["render-token"]
+    env = {e["name"]: e.get("value") for e in judge["env"]}
+    assert env["GDPVAL_RENDER_SANDBOX"] == "http://127.0.0.1:7000" and env["GDPVAL_RENDER_IMAGE"] == "full:1"
+    assert {v["name"] for v in judge["volumeMounts"]} == {"scratch", "render", "render-token"}
+    assert "render" not in json.dumps(m.sample_pod(ctx, "t0-r0", 1)["spec"]["volumes"])

@@ -562,6 +562,41 @@ def test_rate_limited_attempts_narrow_the_window_and_clean_ones_widen_it_again()
     assert widened.window == 4 and widened.create_pods == [("t4-r0", 1), ("t5-r0", 1)]
 
 
+def test_rate_limits_cut_the_window_once_per_round_of_pods():
+    """Pods started before a cut met the limit under the wider window: their ends cut it no further
+    (measured on the cluster: a first wave of 12 pods against a limit of 3 drove it down to 1)."""
+    from gdpval.controller.pure.status import build_status
+
+    wide = spec(parallelism=4)
+    limited = Committed(succeeded=True, rate_limited=2)
+    first_wave = NOW - 60
+    ledger = {s: Entry(1, Outcome.running) for s in SAMPLES[:4]}
+    running = tuple(pod(s, created=first_wave) for s in SAMPLES[1:4])
+    o = obs(spec=wide, ledger=ledger, pods=(pod("t0-r0", phase="Succeeded", created=first_wave), *running), probes={("t0-r0", 1): Probe(committed=limited)})
+    cut = decide(o)
+    assert cut.window == 3
+    status = build_status(o, cut)
+    later = NOW + 10
+    stale = obs(
+        now=later,
+        spec=wide,
+        status=status,
+        ledger=cut.ledger,
+        pods=(pod("t1-r0", phase="Succeeded", created=first_wave), *running[1:]),
+        probes={("t1-r0", 1): Probe(committed=limited)},
+    )
+    assert decide(stale).window == 3, "a pod of the wave before the cut cuts no further"
+    fresh = obs(
+        now=later,
+        spec=wide,
+        status=status,
+        ledger=cut.ledger,
+        pods=(pod("t1-r0", phase="Succeeded", created=NOW + 1), *running[1:]),
+        probes={("t1-r0", 1): Probe(committed=limited)},
+    )
+    assert decide(fresh).window == 2, "a pod started under the cut window that meets the limit cuts again"
+
+
 def test_raising_parallelism_widens_a_window_no_rate_limit_cut():
     """A run at parallelism 1 raised to 4 starts 4 pods at once (a stored full window kept it at 1)."""
     from gdpval.controller.pure.status import build_status

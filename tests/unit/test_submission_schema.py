@@ -107,7 +107,7 @@ def test_deliverable_paths_never_leave_the_task_folder(bad):
 
 def test_result_rows_for_each_outcome():
     entry = runs.entries([runs.task("t1")])[0]
-    ok = runs.succeeded(entry, 2, {"a.txt": b"1", "b.txt": b"2"}).model_copy(update={"finish_reason": "stop", "unmetered_turns": 1})
+    ok = runs.succeeded(entry, 2, {"a.txt": b"1", "b.txt": b"2"}).model_copy(update={"finish_reason": "stop", "unmetered_turns": 1, "rate_limited": 4})
     bad = runs.failed(entry, 1, ErrorKind.rate_limited).model_copy(update={"refused_files": [RefusedFile(path="link", reason="symlink")]})
     rows = [result_row(entry, ok), result_row(entry, bad), result_row(entry, None)]
     table = roundtrip(results_table(rows))
@@ -128,6 +128,7 @@ def test_result_rows_for_each_outcome():
         "cost": None,
         "duration_s": 0,
         "api_errors": 0,
+        "rate_limited": 4,
         "finish_reason": "stop",
         "unmetered_turns": 1,
         "deliverable_count": 2,
@@ -143,5 +144,5 @@ def test_result_rows_for_each_outcome():
         1,
         2,
     )
-    assert (got[2]["status"], got[2]["attempt"], got[2]["error"]) == ("missing", None, "no committed attempt")
+    assert (got[2]["status"], got[2]["attempt"], got[2]["error"], got[2]["rate_limited"]) == ("missing", None, "no committed attempt", 0)
     assert (got[1]["submission_ready"], got[1]["completed"], got[2]["submission_ready"]) == (True, False, False)

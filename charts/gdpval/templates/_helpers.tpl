@@ -107,9 +107,10 @@ operator/gdpval/controller/effects/kube.py and kopf's watches), nothing wildcard
 - apiGroups: ["gdpval.io"]
   resources: ["gdpvalruns/finalizers"]
   verbs: ["update"]
+# patch: a pod started ahead (spec.samples.startAhead) gets its go as an annotation, and its deadline.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
 # patch: spec.suspend of a run's Job follows the run's.
 - apiGroups: ["batch"]
   resources: ["jobs"]

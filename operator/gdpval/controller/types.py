@@ -111,6 +111,8 @@ class Plan:
     reason: str = ""
     message: str = ""
     create_pods: list[tuple[str, int]] = field(default_factory=list)
+    ahead: set[tuple[str, int]] = field(default_factory=set)  # of create_pods, those started ahead of their turn
+    go_pods: list[tuple[str, float]] = field(default_factory=list)  # (pod, its age) of pods started ahead that now run
     delete_pods: list[str] = field(default_factory=list)
     deleting: set[str] = field(default_factory=set, repr=False)  # delete_pods as a set: one check per pod, not a scan
     create_jobs: list[str] = field(default_factory=list)
@@ -122,7 +124,8 @@ class Plan:
     waiting: list[str] = field(default_factory=list)  # pods not starting, for the Running condition
     budget: str = ""  # why spec.budget allows no new pod (the BudgetExhausted condition), or ""
     window: int = 0  # sample pods allowed at once (status.window), within parallelism; 0: not decided this pass
-    limited: int = 0  # attempts this pass saw end that met rate limits
+    limited: int = 0  # attempts this pass saw end that met rate limits, of pods started since the last cut
+    window_cut: float = 0.0  # when this pass cut the window (status.windowCut), 0: it did not
     clean: int = 0  # attempts this pass saw end (committed) that met none
     outage: str = ""  # why the model endpoint's outage allows no new pod (the ModelUnavailable condition), or ""
     tally: Tally = field(default_factory=Tally)

@@ -6,8 +6,11 @@ does. Only the configured model name is served; any other gets OpenAI's 404
 
 Tests steer a running server through ``/fake/``: ``POST /fake/hold`` (body ``{"after": n}``) lets
 ``n`` more chat completions through and then holds every reply, ``POST /fake/release`` lets them
-all go, ``GET /fake/stats`` returns the counters, ``held`` among them. A test can so act (send a
-signal, kill a process) while requests are certainly in flight, whatever the machine's load.
+all go (body ``{"cut": true}``: answered 503 instead, as a server does when its client is gone),
+``GET /fake/stats`` returns the counters, ``held`` among them. A test can so act (send a signal,
+kill a process) while requests are certainly in flight, whatever the machine's load, and then see
+that what was cut is asked again and nothing answered is: ``judge_repeats`` counts judge requests
+answered that are identical to one answered before.
 
 Two endpoint-wide faults: an outage (`outage_after` chat requests, then every model API request,
 the models list included, answers 503 for `outage_seconds`), and a concurrency cap (a chat request
@@ -132,6 +135,7 @@ class ReplyGate:
         self._cond = threading.Condition()
         self._passes: int | None = None  # None: open; n: requests still let through before holding
         self._releases = 0
+        self._cut_releases: set[int] = set()  # the releases that cut what they let go
         self._waiting = 0
 
     def hold(self, after: Any = 0) -> None:
@@ -141,11 +145,13 @@ class ReplyGate:
         with self._cond:
             self._passes = after
 
-    def release(self) -> None:
-        """Let every held request go and open the gate."""
+    def release(self, cut: bool = False) -> None:
+        """Let every held request go and open the gate; with `cut`, those held are to be answered with an error."""
         with self._cond:
             self._passes = None
             self._releases += 1
+            if cut:
+                self._cut_releases.add(self._releases)
             self._cond.notify_all()
 
     @property
@@ -153,20 +159,21 @@ class ReplyGate:
         with self._cond:
             return self._waiting
 
-    def pass_through(self) -> None:
-        """Return at once while open or while passes remain; otherwise block until a release."""
+    def pass_through(self) -> bool:
+        """True at once while open or while passes remain; otherwise block until a release, then False when it cut."""
         with self._cond:
             if self._passes is None:
-                return
+                return True
             if self._passes > 0:
                 self._passes -= 1
-                return
+                return True
             releases = self._releases
             self._waiting += 1
             try:
                 self._cond.wait_for(lambda: self._releases != releases)
             finally:
                 self._waiting -= 1
+            return releases + 1 not in self._cut_releases
 
 
 class FakeModel:
@@ -184,6 +191,7 @@ class FakeModel:
         self._outage_until: float | None = None
         self._in_flight = 0  # chat requests being answered (their reply delay included)
         self._peak = 0
+        self._judged: set[str] = set()  # digests of the judge requests answered
 
     def stats(self) -> dict[str, Any]:
         """Counts of requests, completions, faults by kind, replies by HTTP status, and held requests."""
@@ -195,6 +203,7 @@ class FakeModel:
             "faults": _with_prefix(counts, "fault:"),
             "statuses": {int(k): v for k, v in _with_prefix(counts, "status:").items()},
             "held": self.gate.waiting,
+            "judge_repeats": counts.get("judge_repeats", 0),
             "in_flight": self._in_flight,
             "peak_in_flight": self._peak,
         }
@@ -256,7 +265,14 @@ class FakeModel:
             except ValueError as exc:
                 return invalid(f'Send {{"after": n}} with a whole number n >= 0: {exc}.', param="after")
         elif action == "release":
-            self.gate.release()
+            try:
+                body = json.loads(raw.strip() or b"{}")
+            except ValueError:
+                body = None
+            cut = body.get("cut", False) if isinstance(body, dict) else None
+            if not isinstance(cut, bool):
+                return invalid('Send {"cut": true} or {"cut": false}, or no body.', param="cut")
+            self.gate.release(cut)
         return Reply(200, self.stats())
 
     def _route(self, method: str, path: str, authorization: str | None, raw: bytes) -> Reply:
@@ -298,7 +314,9 @@ class FakeModel:
         return invalid(message, "model_not_found", status=404)
 
     def _chat(self, raw: bytes) -> Reply:
-        self.gate.pass_through()
+        if not self.gate.pass_through():
+            self.count("fault:cut")
+            return error_reply(503, "The request was held, then cut (injected by the fake model).", "server_error", None)
         cap = self.config.max_concurrent
         if cap is not None and self._in_flight > cap:
             self.count("fault:concurrency")
@@ -386,7 +404,7 @@ class FakeModel:
             fault = None
         if fault in ("429", "500"):
             return self._fault_reply(fault, messages)
-        self.count("completions")
+        self._count_judged(digest)
         malformed = fault == "malformed"
         if sets is not None:
             content = judge.pairwise_content(self.config.judge_prefers, sets, malformed)
@@ -394,6 +412,14 @@ class FakeModel:
             content = judge.reply_content(items or [], digest, malformed)
         message = {"role": "assistant", "content": content}
         return self._answer(body, digest, message, (), self.config.latency)
+
+    def _count_judged(self, digest: str) -> None:
+        """A judge completion; a repeat when an identical request was answered before."""
+        with self._lock:
+            self._stats["completions"] += 1
+            if digest in self._judged:
+                self._stats["judge_repeats"] += 1
+            self._judged.add(digest)
 
     def _fire(self, fault: str | None, digest: str, turn: script.Plan) -> str | None:
         """Apply the repeat limits; context_length is permanent, like the real error."""
@@ -597,8 +623,9 @@ class FakeModelServer:
         """Let ``after`` more chat completions through, then hold every reply until ``release``."""
         self.app.gate.hold(after)
 
-    def release(self) -> None:
-        self.app.gate.release()
+    def release(self, cut: bool = False) -> None:
+        """Let every held reply go; with `cut`, answer each with a 503 instead (its client is gone)."""
+        self.app.gate.release(cut)
 
     def stop(self) -> None:
         if self._stopped:

@@ -228,7 +228,8 @@ def _ask_both(
     first, second = replies["ours-first"], replies["theirs-first"]
     summaries = [f"{side}: {v.summary}" for side, side_views in views.items() for v in side_views]
     pages = store_pages(storage, views, roots)
-    update: dict[str, Any] = {"replies": [first, second], "views": summaries, "pages": pages, "convert_seconds": round(seconds, 3)}
+    renderers = sorted({v.renderer for side_views in views.values() for v in side_views})
+    update: dict[str, Any] = {"replies": [first, second], "views": summaries, "pages": pages, "renderers": renderers, "convert_seconds": round(seconds, 3)}
     if first.preferred is None or second.preferred is None:
         return base.model_copy(update={**update, "error": first.error or second.error})
     verdict, inconsistent = combine(first.preferred, second.preferred)

@@ -67,6 +67,7 @@ class PairScore(BaseModel):
     replies: list[OrderReply] = Field(default_factory=list)
     views: list[str] = Field(default_factory=list)
     pages: list[PageRef] = Field(default_factory=list)  # the images of `views`, stored (empty when every call was cached)
+    renderers: list[str] = Field(default_factory=list)  # what rendered `views`: the local runtime, the pod sidecar's image, or the text-only host child
     convert_seconds: float = 0.0
 
     @property

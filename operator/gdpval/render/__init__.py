@@ -3,12 +3,13 @@
 `view_file` turns a file into a View: text, PNG pages and facts (pages, sheets, slides, fonts), or
 the reason it cannot be rendered. The host only checks the zip directory (gdpval.render.guard) and
 hashes the file; the parsing runs in a limited child (gdpval.render.child: a sandbox of the full
-runtime with LibreOffice, else a limited host child), and the result is cached by the file's digest
+runtime with LibreOffice, the judge pod's sidecar of the sandbox image, else a limited host child), and the result is cached by the file's digest
 and the renderer (gdpval.render.cache).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gdpval.render import cache, child, guard
@@ -21,7 +22,7 @@ RENDERER_VERSION = "render-2"  # 2: LibreOffice given an absolute HOME (a relati
 def view_file(path: Path, name: str, limits: child.RenderLimits | None = None, cache_base: Path | None = None) -> View:
     """The view of one file named `name` (its suffix says how to read it); never raises for a bad file."""
     suffix = Path(name).suffix.lower()[:16]
-    system, limits = child.full_runtime(), limits or child.RenderLimits()
+    system, limits = child.backend(os.environ), limits or child.RenderLimits()
     renderer = f"{RENDERER_VERSION} {child.renderer_label(system)}"
     base = cache_base or cache.cache_dir()
     entry = cache.key(cache.file_digest(path), suffix, f"{renderer} {limits}")

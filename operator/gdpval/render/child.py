@@ -8,6 +8,11 @@ python and LibreOffice. Otherwise it runs as a child of this python, in a new se
 RLIMIT_AS, RLIMIT_CPU and RLIMIT_FSIZE set and a wall-clock timeout, as the sandbox uid when root:
 text only, no LibreOffice pages.
 
+In the operator's judge Job the worker runs in a sidecar of the run's sandbox image (LibreOffice) instead,
+through that sidecar's tool server (PodSandbox): the judge copies the file and the worker into a folder
+shared with it, and the conversion runs there as the sidecar's non-root user, under its container's
+memory limit (commands are the OOM killer's first choice), a CPU ulimit and the tool server's timeout.
+
 What the worker leaves is untrusted: files are opened without following links, size-bounded, and
 the JSON is validated; a PNG must start with the PNG signature.
 """
@@ -19,43 +24,49 @@ import json
 import logging
 import os
 import resource
+import shlex
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from gdpval import contract
 from gdpval.render import worker
+from gdpval.render.limits import MIB, RenderLimits
 from gdpval.render.view import Facts, View, bounded
 from gdpval.sandbox import runtime
-from gdpval.sandbox.client import SandboxError, SandboxUnavailable
+from gdpval.sandbox.client import SandboxClient, SandboxError, SandboxUnavailable
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.local import VIEW_BASE, LocalSandbox, bwrap_status, sandbox_owner
 
 log = logging.getLogger(__name__)
 
-MIB = 1 << 20
 VIEW_JSON_MAX = 1 * MIB
 PNG_MAX = 8 * MIB
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 WORKER = Path(worker.__file__)
+POD_READY_SECONDS = 120.0  # the sidecar's tool server starts with the pod; the judge waits this long for it once
 
 
 @dataclass(frozen=True)
-class RenderLimits:
-    """What one conversion may take: memory (address space for the host child; the cgroup, /tmp included,
-    in a sandbox), CPU seconds, wall seconds, processes, and the bytes it may write."""
+class PodSandbox:
+    """The judge pod's render sidecar: its tool server, the token file made in the pod, the folder both
+    containers mount, and its image (named in the renderer's label)."""
 
-    memory_bytes: int = 2048 * MIB
-    cpu_seconds: int = 120
-    wall_seconds: float = 150.0
-    pids: int = 256
-    disk_bytes: int = 512 * MIB
+    url: str
+    token_file: Path
+    shared: Path
+    image: str
+
+
+Backend = runtime.Runtime | PodSandbox | None  # None: the limited host child, text only
 
 
 class Transient(Exception):
@@ -68,15 +79,31 @@ def full_runtime() -> runtime.Runtime | None:
     return found if found is not None and found.root is not None and bwrap_status()[0] else None
 
 
-def renderer_label(system: runtime.Runtime | None) -> str:
+def backend(env: Mapping[str, str], local: Callable[[], runtime.Runtime | None] = full_runtime) -> Backend:
+    """Where files are rendered: the pod's sidecar when the judge Job names one, else the local full runtime, else the host child."""
+    url = env.get(contract.RENDER_URL_ENV, "")
+    if url:
+        image = env.get(contract.RENDER_IMAGE_ENV, "") or "the run's sandbox image"
+        return PodSandbox(url, Path(contract.RENDER_TOKEN_FILE), Path(contract.RENDER_DIR), image)
+    return local()
+
+
+def renderer_label(system: Backend) -> str:
+    if isinstance(system, PodSandbox):
+        return f"pod sidecar of image {system.image}"
     return f"full runtime {system.label}" if system is not None else "host child (no full runtime: text only)"
 
 
-def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, system: runtime.Runtime | None) -> View:
+def run_worker(source: Path, suffix: str, name: str, limits: RenderLimits, system: Backend) -> View:
     """The worker's view of `source`; unrenderable when it failed or broke a limit; Transient on a timeout."""
     # Under VIEW_BASE, not TMPDIR: a dropped uid must walk to its scratch (pytest's and many users' TMPDIR are 0700).
     with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=VIEW_BASE) as scratch:
-        out = _in_sandbox(source, suffix, Path(scratch), limits, system) if system is not None else _in_child(source, suffix, Path(scratch), limits)
+        if isinstance(system, PodSandbox):
+            out = _in_pod(source, suffix, Path(scratch), limits, system)
+        elif system is not None:
+            out = _in_sandbox(source, suffix, Path(scratch), limits, system)
+        else:
+            out = _in_child(source, suffix, Path(scratch), limits)
         return read_rendering(out, name, renderer_label(system))
 
 
@@ -125,7 +152,9 @@ def _in_child(source: Path, suffix: str, scratch: Path, limits: RenderLimits) ->
         _kill_group(proc.pid)
     if proc.returncode != 0:
         raise_for(proc.returncode, stderr.decode(errors="replace"), limits)
-    return work / "out"
+    kept = scratch / "out"
+    copy_out(work, kept)
+    return kept
 
 
 def _limit(limits: RenderLimits) -> None:
@@ -157,9 +186,9 @@ class LimitBroken(Exception):
 
 
 def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, system: runtime.Runtime) -> Path:
-    workspace = scratch / "workspace"
-    sandbox = LocalSandbox(workspace, {}, isolation="bwrap", system=system, limits=Limits(limits.memory_bytes, limits.pids, limits.disk_bytes))
+    sandbox = LocalSandbox(scratch / "workspace", {}, isolation="bwrap", system=system, limits=Limits(limits.memory_bytes, limits.pids, limits.disk_bytes))
     with sandbox:
+        workspace = sandbox.host_workspace
         shutil.copyfile(source, workspace / f"in{suffix}")
         shutil.copyfile(WORKER, workspace / "worker.py")
         if sandbox.owner is not None:
@@ -172,26 +201,73 @@ def _in_sandbox(source: Path, suffix: str, scratch: Path, limits: RenderLimits, 
             raise LimitBroken(f"the render sandbox failed: {exc}") from None
         if done.timed_out:
             raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s")
-        if not (workspace / "out" / "view.json").exists():
-            raise_for(done.exit_code, done.output, limits)
         kept = scratch / "out"
-        _copy_out(workspace / "out", kept)
+        if not copy_out(workspace, kept):
+            raise_for(done.exit_code, done.output, limits)
     return kept
 
 
-def _copy_out(made: Path, kept: Path) -> None:
-    """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops)."""
-    kept.mkdir()
-    for name in ["view.json", *(f"page-{n}.png" for n in range(worker.IMAGES_PER_FILE))]:
-        data = read_bounded(made / name, PNG_MAX if name.endswith(".png") else VIEW_JSON_MAX)
-        if data is not None:
-            (kept / name).write_bytes(data)
+def _in_pod(source: Path, suffix: str, scratch: Path, limits: RenderLimits, pod: PodSandbox) -> Path:
+    """The worker run in the sidecar on a copy of `source` in a fresh folder shared with it; its result is copied
+    into `scratch`, the judge's own (the sidecar can still write the shared folder)."""
+    with tempfile.TemporaryDirectory(prefix="gdpval-render-", dir=pod.shared) as name:
+        return _through_sidecar(source, suffix, Path(name), scratch / "out", limits, pod)
 
 
-def read_bounded(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, never through a link, at most `limit`; None when absent or not a plain file."""
+def _through_sidecar(source: Path, suffix: str, shared: Path, kept: Path, limits: RenderLimits, pod: PodSandbox) -> Path:
+    shutil.copyfile(source, shared / f"in{suffix}")
+    shutil.copyfile(WORKER, shared / "worker.py")
+    command = f"cd {shlex.quote(str(shared))} && ulimit -t {limits.cpu_seconds} && exec python3 -I worker.py in{suffix} {suffix} out 2>&1"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        client = SandboxClient(pod.url, pod.token_file.read_text().strip())
+        _wait_ready(client)
+        done = client.call("bash", {"command": command}, limits.wall_seconds)
+    except (OSError, SandboxError, SandboxUnavailable) as exc:
+        raise LimitBroken(f"the render sidecar failed: {exc}") from None
+    if done.timed_out:
+        raise Transient(f"the conversion did not finish within {limits.wall_seconds:g} s")
+    if not copy_out(shared, kept):
+        raise_for(done.exit_code, done.output, limits)
+    return kept
+
+
+def _wait_ready(client: SandboxClient) -> None:
+    """The sidecar starts with the pod: wait for it before the first conversion, not before every one."""
+    if client.address not in _READY:
+        client.wait_ready(POD_READY_SECONDS)
+        _READY.add(client.address)
+
+
+_READY: set[str] = set()
+
+
+def copy_out(workspace: Path, kept: Path) -> bool:
+    """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops) into `kept`.
+
+    The sandbox wrote `out`: it is opened without following a link and its files are read relative to it,
+    so a link put there cannot make the host read one of its own files. False when there is no view.json."""
+    try:
+        made = os.open(workspace / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        kept.mkdir()
+        for name in ["view.json", *(f"page-{n}.png" for n in range(worker.IMAGES_PER_FILE))]:
+            data = read_bounded(name, PNG_MAX if name.endswith(".png") else VIEW_JSON_MAX, made)
+            if data is not None:
+                (kept / name).write_bytes(data)
+    except FileExistsError:
+        return False  # `kept` is made here: a link or folder the worker left in its place is not used
+    finally:
+        os.close(made)
+    return (kept / "view.json").exists()
+
+
+def read_bounded(path: Path | str, limit: int, folder: int | None = None) -> bytes | None:
+    """A regular file's bytes, never through a link, at most `limit`; None when absent or not a plain file.
+    `folder` is an open directory `path` is relative to."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:

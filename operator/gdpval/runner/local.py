@@ -234,7 +234,7 @@ class LocalRunner:
                         governed(self.client, self.pool, self.governor, meter),
                         tools,
                         view,
-                        workspace,
+                        box.host_workspace,
                         scratch,
                         cancelled=self.stopping.is_set,
                         warnings=warnings,

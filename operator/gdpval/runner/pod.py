@@ -10,6 +10,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from gdpval.sample import SampleResult
 
 SANDBOX_READY_TIMEOUT_S = 180.0
+GO_POLL_S = 0.02  # a pod started ahead reads its go file this often: a stat and a small read
 # openai imports its aiohttp transport whenever aiohttp is installed (the operator's kopf brings it into
 # the image); the agent's client is synchronous, and that import was a tenth of the agent's start.
 OPTIONAL_UNUSED = ("aiohttp",)
@@ -84,10 +86,11 @@ def _fetch(storage: Storage, key: str, target: Path) -> Path:
     return target
 
 
-def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str) -> SampleResult:
-    """One attempt in a pod; a restarted container finds its own commit and does nothing twice."""
+def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str, go: Path | None = None) -> SampleResult:
+    """One attempt in a pod; a restarted container finds its own commit and does nothing twice. A pod started
+    ahead of its turn (`go`) gets everything ready, then waits for the go before its first model request."""
     with _unimportable(OPTIONAL_UNUSED):
-        from gdpval.agent.client import connection_pool, governed, make_client
+        from gdpval.agent.client import connection_pool, governed, make_client, rehearse
         from gdpval.agent.governor import Governor, Meter
         from gdpval.runner.attempt import Attempt, AttemptRedo, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
@@ -114,6 +117,9 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     meter = Meter()
     with tempfile.TemporaryDirectory(prefix="gdpval-agent-") as scratch:
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
+        if go is not None:
+            rehearse(client)
+            wait_for_go(go)
         try:
             return run_attempt(
                 attempt,
@@ -129,6 +135,21 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
             )
         except AttemptRedo:
             raise ModelUnavailable(sample_id) from None
+
+
+def wait_for_go(go: Path, poll: float = GO_POLL_S) -> None:
+    """Until the operator's go shows in the downward-API file (the kubelet rewrites it within about 0.1 s of the
+    annotation's change); anything but empty or the go is refused: only the operator writes it."""
+    while True:
+        try:
+            text = go.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            text = ""
+        if text == contract.GO_VALUE:
+            return
+        if text:
+            raise GdpvalError(f"unexpected go signal {text[:100]!r} in {go}")
+        time.sleep(poll)
 
 
 class _Refuse(MetaPathFinder):

@@ -10,8 +10,13 @@
   cgroup each command gets the memory as RLIMIT_DATA (a per-process cap, not the sandbox's total);
 - /tmp and /dev/shm: tmpfs file systems inside the sandbox, charged to the memory of whoever writes
   them, so sized below it (settings.tmpfs_sizes): filled, they answer ENOSPC and leave processes room;
-- disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted; otherwise only a
-  per-file cap (RLIMIT_FSIZE) holds;
+- disk: as root, /workspace is a sparse ext4 image of the cap, loop-mounted (without loop devices only
+  a per-file cap, RLIMIT_FSIZE, holds). A non-root runner's /workspace is a size-capped tmpfs that
+  bubblewrap mounts in the sandbox's own mount namespace, which an unprivileged user may do: a total
+  cap, but held in memory, so it takes a quarter of the memory setting from /tmp's half
+  (`Limits.filesystems`). Not as root: files root puts in it would belong to no uid of the sandbox;
+- memory without a writable cgroup: on cgroup v2 with a systemd user manager, the runner asks it for a
+  delegated scope of its own (`delegation`), whose cgroup it may then divide as root divides its own;
 - the end of a sample: bubblewrap's pid namespace dies with its first process, taking every process
   of the sample; the cgroup is also killed (cgroup.kill on v2, freeze and kill on v1).
 """
@@ -28,6 +33,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import tempfile
@@ -63,8 +69,21 @@ IMAGE_FILE = "disk.img"
 OWNER_FILE = "owner"
 STALE_S = 60.0
 SERVER_RESERVE = 64 * MIB  # the tool server's own memory, beside its commands' cap
+RUNNER_LEAF = "gdpval-runner"  # on v2 where the runner's processes go once its cgroup has controllers for children
+SCOPE_PREFIX = "gdpval-run-"  # the delegated systemd scope a non-root runner on v2 asks for
+BUSCTL = "/usr/bin/busctl"
+SCOPE_WAIT_S = 10.0
 COMMANDS = "commands"  # the commands' memory cgroup, a child of the sample's
 SERVER = "server"  # on v2 the server's leaf: a cgroup whose children have controllers holds no process
+
+
+@dataclass(frozen=True)
+class MemoryFilesystems:
+    """Bytes of the tmpfs mounts of a sandbox; `workspace` is None when /workspace is on a disk."""
+
+    workspace: int | None
+    tmp: int
+    shm: int
 
 
 @dataclass(frozen=True)
@@ -77,10 +96,15 @@ class Limits:
     cpus: float | None = None
     strict: bool = False
 
-    @property
-    def tmpfs_bytes(self) -> tuple[int, int]:
-        """Sizes of the sandbox's /tmp and /dev/shm."""
-        return tmpfs_sizes(self.memory_bytes)
+    def filesystems(self, workspace_in_memory: bool) -> MemoryFilesystems:
+        """Sizes of the sandbox's memory-backed file systems. Filled together they leave a quarter of the
+        memory to processes: with the workspace among them, it takes a quarter (at most the disk cap)
+        from /tmp's half."""
+        tmp, shm = tmpfs_sizes(self.memory_bytes)
+        if not workspace_in_memory:
+            return MemoryFilesystems(None, tmp, shm)
+        workspace = min(self.disk_bytes, tmp // 2)
+        return MemoryFilesystems(workspace, tmp - workspace, shm)
 
     @classmethod
     def of(cls, sandbox: SandboxSettings | None = None) -> Limits:
@@ -111,9 +135,10 @@ def cgroup_version() -> int:
 
 
 def _parent(controller: str) -> Path:
+    """Where the sample cgroups go: the runner's own cgroup (on v2 above the leaf it may have moved to)."""
     own = _own_cgroups()
     if cgroup_version() == 2:
-        return CGROUP_ROOT / own.get("", "/").lstrip("/")
+        return CGROUP_ROOT / own.get("", "/").removesuffix(f"/{RUNNER_LEAF}").lstrip("/")
     return CGROUP_ROOT / controller / own.get(controller, "/").lstrip("/")
 
 
@@ -137,7 +162,7 @@ def _v2_enable(parent: Path, wanted: set[str]) -> bool:
         (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(missing)))
     except OSError:
         try:
-            leaf = parent / "gdpval-runner"
+            leaf = parent / RUNNER_LEAF
             leaf.mkdir(exist_ok=True)
             for pid in (parent / "cgroup.procs").read_text().split():
                 try:
@@ -150,23 +175,85 @@ def _v2_enable(parent: Path, wanted: set[str]) -> bool:
     return not wanted - _v2_controllers(parent)
 
 
+@dataclass(frozen=True)
+class CgroupHost:
+    """What decides whether systemd can give a non-root runner a delegated cgroup v2 scope."""
+
+    version: int  # cgroup_version()
+    user_bus: bool  # a systemd user manager answers on the session bus
+    busctl: bool
+
+
+def delegation(host: CgroupHost) -> str:
+    """ "" when the runner should ask systemd's user manager for a delegated scope, else why none is available."""
+    if host.version != 2:
+        mounted = "no cgroup hierarchy is mounted" if host.version == 0 else "this host's controllers are in cgroup v1 hierarchies"
+        return f"no delegated cgroup v2 scope ({mounted}; systemd delegates only on the unified hierarchy)"
+    if not host.user_bus:
+        return "no delegated cgroup v2 scope (no systemd user manager: no session bus in $DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus)"
+    if not host.busctl:
+        return f"no delegated cgroup v2 scope ({BUSCTL} is missing, Debian package: systemd)"
+    return ""
+
+
+def scope_request(pid: int) -> list[str]:
+    """The call asking systemd's user manager to move `pid` into a new scope whose cgroup it delegates to the
+    user (what `systemd-run --user --scope -p Delegate=yes` asks for itself), as busctl takes it."""
+    manager = ["org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "StartTransientUnit"]
+    properties = ["2", "PIDs", "au", "1", str(pid), "Delegate", "b", "true"]
+    return [BUSCTL, "--user", "--quiet", "call", *manager, "ssa(sv)a(sa(sv))", f"{SCOPE_PREFIX}{pid}.scope", "fail", *properties, "0"]
+
+
+def _user_bus() -> bool:
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return True
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    try:
+        return stat.S_ISSOCK(os.stat(Path(runtime) / "bus").st_mode)
+    except OSError:
+        return False
+
+
+@functools.cache
+def delegated_scope() -> tuple[str, str]:
+    """(the scope, "") once this process sits in a systemd scope delegated to its user, else ("", why not).
+    The job that moves the process runs after busctl returns: its cgroup is watched until it has moved."""
+    why = delegation(CgroupHost(cgroup_version(), _user_bus(), os.access(BUSCTL, os.X_OK)))
+    if why:
+        return "", why
+    pid = os.getpid()
+    unit = f"{SCOPE_PREFIX}{pid}.scope"
+    try:
+        _run(scope_request(pid))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return "", f"no delegated cgroup v2 scope (systemd's user manager refused: {exc})"
+    deadline = time.monotonic() + SCOPE_WAIT_S
+    while not _own_cgroups().get("", "").endswith(f"/{unit}"):
+        if time.monotonic() > deadline:
+            return "", f"no delegated cgroup v2 scope (systemd did not move the runner into {unit})"
+        time.sleep(0.01)
+    return unit, ""
+
+
 @functools.cache
 def cgroup_support(cpu: bool) -> str:
-    """ "" when a per-sample cgroup with memory, pids (and cpu) can be made here, else why not."""
+    """ "" when a per-sample cgroup with memory, pids (and cpu) can be made here, else why not. A non-root
+    runner on v2 first asks systemd for a delegated scope (see delegated_scope)."""
     version = cgroup_version()
     if version == 0:
-        return "no cgroup hierarchy is mounted"
+        return f"no cgroup hierarchy is mounted; {delegated_scope()[1]}"
     if version == 2:
         parent = _parent("")
-        if not _writable(parent):
-            return f"cgroup v2: {parent} is not writable by this user (no delegated subtree)"
+        if not _writable(parent) and (why := delegated_scope()[1]):
+            return f"cgroup v2: {parent} is not writable by this user; {why}"
+        parent = _parent("")
         wanted = {"memory", "pids", *(["cpu"] if cpu else [])}
         return "" if _v2_enable(parent, wanted) else f"cgroup v2: cannot enable {', '.join(sorted(wanted))} under {parent}"
     wanted_v1 = [c for c in V1_CONTROLLERS if c != "cpu" or cpu]
     for controller in wanted_v1:
         parent = _parent(controller)
         if not _writable(parent):
-            return f"cgroup v1: {parent} is missing or not writable by this user"
+            return f"cgroup v1: {parent} is missing or not writable by this user; {delegated_scope()[1]}"
     return ""
 
 
@@ -182,28 +269,44 @@ def loop_disk_support() -> str:
     return ""
 
 
+def memory_workspace() -> bool:
+    """Whether sandboxes get their /workspace as a tmpfs of their own (see the module's docstring)."""
+    return os.geteuid() != 0
+
+
 def report(limits: Limits) -> list[tuple[str, bool, str]]:
     """(limit, enforced, how or why not) for each limit, as the run prints it at start."""
     cgroup = cgroup_support(limits.cpus is not None)
-    via = f"cgroup v{cgroup_version()}"
+    scope = _parent("").name if cgroup_version() == 2 else ""
+    via = f"cgroup v{cgroup_version()}" + (f" (the delegated systemd scope {scope})" if scope.startswith(SCOPE_PREFIX) else "")
     disk = loop_disk_support()
-    tmp, shm = (size >> 20 for size in limits.tmpfs_bytes)
+    sizes = limits.filesystems(workspace_in_memory=memory_workspace())
+    tmp, shm = sizes.tmp >> 20, sizes.shm >> 20
     memory = f"{limits.memory_bytes >> 20} MiB"
     rows = [
         ("processes", True, f"{limits.pids}: RLIMIT_NPROC in the sandbox's user namespace" + ("" if cgroup else f" and {via} pids.max")),
         (
             "memory",
             not cgroup,
-            f"{memory} for the commands, /tmp and /dev/shm included: {via}, the tool server outside their cgroup"
+            f"{memory} for the commands, {'/tmp and /dev/shm' if sizes.workspace is None else '/tmp, /dev/shm and /workspace'} included: "
+            f"{via}, the tool server outside their cgroup"
             if not cgroup
             else f"not enforced for the sandbox's total ({cgroup}); {memory} per process (RLIMIT_DATA)",
         ),
         ("tmpfs", True, f"/tmp {tmp} MiB and /dev/shm {shm} MiB: sized tmpfs in the sandbox's mount namespace"),
-        ("disk", not disk, f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image" if not disk else f"not enforced ({disk}); only a per-file cap"),
+        ("disk", not disk or sizes.workspace is not None, _disk_line(limits, sizes.workspace, disk)),
     ]
     if limits.cpus is not None:
         rows.append(("cpu", not cgroup, f"{limits.cpus:g} cores: {via}" if not cgroup else f"not enforced: {cgroup}"))
     return rows
+
+
+def _disk_line(limits: Limits, in_memory: int | None, no_loop: str) -> str:
+    if in_memory is None:
+        return f"not enforced ({no_loop}); only a per-file cap" if no_loop else f"{limits.disk_bytes >> 20} MiB: loop-mounted ext4 image"
+    asked = "" if in_memory == limits.disk_bytes else f" of the {limits.disk_bytes >> 20} asked"
+    held = "held in memory, so a quarter of the memory setting at most"
+    return f"{in_memory >> 20} MiB{asked}: a size-capped tmpfs in the sandbox's mount namespace ({no_loop}), {held}"
 
 
 def check(limits: Limits) -> list[str]:

@@ -6,6 +6,11 @@ read-only root holding only the system folders of its runtime (gdpval.sandbox.ru
 /usr and /etc, or those of the unpacked sandbox image pods run. Without it the tool server is a plain process, the model is told the real
 host paths, and a warning says that nothing is isolated.
 
+The workspace is the runner's work folder bound on `/workspace` (as root, a loop-mounted disk of the cap:
+see gdpval.sandbox.limits); a non-root runner's is a size-capped tmpfs bubblewrap mounts in the sandbox's
+own mount namespace, and this process reads it through a descriptor opened via
+the server's root (`host_workspace`), which keeps it until the sandbox stops.
+
 The tool server always listens on a unix socket that this process creates in a private
 (0700) host folder and hands over as an inherited descriptor (`--listen fd:N`): it works with
 the network namespace cut, no port has to be picked, other sandboxes cannot reach it, and the
@@ -37,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import json
 import logging
 import os
 import secrets
@@ -69,10 +75,12 @@ from gdpval.sandbox.limits import (
     RUNTIME_PREFIX,
     Limits,
     LoopDisk,
+    MemoryFilesystems,
     SampleCgroup,
     cgroup_support,
     libc,
     loop_disk_support,
+    memory_workspace,
     remove_orphans,
 )
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
@@ -129,11 +137,11 @@ def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
     return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
 
 
-def _namespace_args(network: bool, seccomp_fd: int | None, tmpfs_bytes: tuple[int, int] | None, system: Runtime, root: str | None = None) -> list[str]:
+def _namespace_args(network: bool, seccomp_fd: int | None, sizes: MemoryFilesystems | None, system: Runtime, root: str | None = None) -> list[str]:
     """Namespaces and privileges: a user namespace whose one uid maps to the uid bubblewrap runs as
     (the runner's, or a root runner's sandbox owner), so the sandbox holds no capability on the host; no capability inside it
     either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp and
-    /dev/shm of `tmpfs_bytes`. The server is PID 1 of the pid namespace, which its commands cannot
+    /dev/shm of `sizes`. The server is PID 1 of the pid namespace, which its commands cannot
     kill (see toolserver.py). Without a filter (benchmarks only) none of that hardening is applied. The system
     folders come read-only from `system` (the host's, or an unpacked image's, found at `root` if given)."""
     args = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
@@ -142,7 +150,7 @@ def _namespace_args(network: bool, seccomp_fd: int | None, tmpfs_bytes: tuple[in
         args += ["--unshare-cgroup", "--seccomp", str(seccomp_fd)]
     if not network:
         args.append("--unshare-net")
-    tmp, shm = (["--size", str(size)] for size in tmpfs_bytes) if tmpfs_bytes is not None else ([], [])
+    tmp, shm = (["--size", str(size)] for size in (sizes.tmp, sizes.shm)) if sizes is not None else ([], [])
     return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *tmp, "--tmpfs", "/tmp", *shm, "--tmpfs", "/dev/shm"]
 
 
@@ -202,7 +210,8 @@ def bwrap_status() -> tuple[bool, str]:
         filter_fd = _pipe_holding(seccomp.build())
     except ValueError as exc:
         return False, str(exc)
-    argv = [BWRAP, *_namespace_args(False, filter_fd, Limits.of().tmpfs_bytes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
+    sizes = Limits.of().filesystems(workspace_in_memory=False)
+    argv = [BWRAP, *_namespace_args(False, filter_fd, sizes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
     argv = _dropping(argv, sandbox_owner())
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
@@ -307,6 +316,21 @@ def _marked_pids(marker: bytes) -> list[int]:
     return pids
 
 
+def _server_pid(marker: bytes, child_pid: int) -> int:
+    """The host pid of a sandbox's server: PID 1 of its pid namespace, `child_pid` in the one above (which
+    bubblewrap's --info-fd names: with the network on, pasta puts bubblewrap in a pid namespace of its own),
+    and a child of this sandbox's bubblewrap (the server's own environment is unreadable: it is not dumpable)."""
+    marked = {str(pid) for pid in _marked_pids(marker)}
+    for entry in os.listdir("/proc"):
+        try:
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if status.get("NSpid", "").split()[-2:] == [str(child_pid), "1"] and status.get("PPid", "").strip() in marked:
+            return int(entry)
+    raise SandboxUnavailable(f"the tool server (pid {child_pid} in bubblewrap's namespace) is gone")
+
+
 def _kill_marked(marker: bytes) -> None:
     """Kill leftovers that left our process group (new sessions) but kept the marker."""
     deadline = time.monotonic() + STOP_GRACE_S
@@ -362,6 +386,9 @@ class LocalSandbox:
         self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
         self._cgroup: SampleCgroup | None = None
         self._disk: LoopDisk | None = None
+        self.sizes = self.limits.filesystems(workspace_in_memory=self.isolated and self.harden and memory_workspace())
+        self._info: int | None = None  # read end of bubblewrap's --info-fd, which names the server's host pid
+        self._workspace_fd: int | None = None  # the in-memory workspace, opened through the server's root
         self.owner = sandbox_owner() if self.isolated and self.harden else None
         self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
         self._binds: list[tuple[str, str, str | None]] = []  # (host source, its place in the view, an empty layer to overlay it on)
@@ -462,17 +489,13 @@ class LocalSandbox:
         return str(self._view_path(name) if self.owner is not None else host)
 
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
-        tmpfs_bytes = self.limits.tmpfs_bytes if self.harden else None
         root = self._source(self.system.root, "root") if self.system.root is not None else None
-        args = [
-            BWRAP,
-            *_namespace_args(self.network, fds.get("seccomp"), tmpfs_bytes, self.system, root),
-            "--bind",
-            self._source(self.workspace, "workspace"),
-            contract.WORKSPACE,
-            "--dir",
-            contract.REFERENCES,
-        ]
+        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), self.sizes if self.harden else None, self.system, root)]
+        if self.sizes.workspace is None:
+            args += ["--bind", self._source(self.workspace, "workspace"), contract.WORKSPACE]
+        else:
+            args += ["--info-fd", str(fds["info"]), "--size", str(self.sizes.workspace), "--tmpfs", contract.WORKSPACE]
+        args += ["--dir", contract.REFERENCES]
         for index, place in enumerate(self._staged()):
             args += ["--perms", "0444", "--ro-bind-data", str(fds[f"{STAGED_FD}{index}"]), place]
         args += ["--remount-ro", "/", "--chdir", contract.WORKSPACE]
@@ -557,6 +580,8 @@ class LocalSandbox:
                 self._prepare_view(*self.owner)
             self._spawn()
             self.client().wait_ready(READY_TIMEOUT_S)
+            if self._info is not None:
+                self._open_workspace()
         except BaseException as exc:
             detail = self._server_log()
             self.stop()
@@ -571,6 +596,26 @@ class LocalSandbox:
             self._cgroup = SampleCgroup(name, self.limits)
         if not loop_disk_support():
             self._disk = LoopDisk(self.runtime / IMAGE_FILE, self.workspace, self.limits.disk_bytes)
+
+    @property
+    def host_workspace(self) -> Path:
+        """Where this process reads the workspace (deliverables): the host folder, or for an in-memory
+        workspace, the descriptor of the server's /workspace, valid until stop()."""
+        if self._workspace_fd is not None:
+            return Path(f"/proc/self/fd/{self._workspace_fd}")
+        return self.workspace
+
+    def _open_workspace(self) -> None:
+        """Open the in-memory workspace through the root of the server (see _server_pid), once it answers and
+        before any command ran. The descriptor keeps the tmpfs while it is held."""
+        assert self._info is not None and self._proc is not None
+        with os.fdopen(self._info, "rb") as info:
+            self._info = None
+            child = int(json.loads(info.read1(4096))["child-pid"])  # one small write to a pipe: whole or not at all
+        pid = _server_pid(f"{MARKER_ENV}={self._id}".encode(), child)
+        self._workspace_fd = os.open(f"/proc/{pid}/root{contract.WORKSPACE}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if self._proc.poll() is not None:  # the server had ended, so its pid might have been another's by then
+            raise SandboxUnavailable("the tool server ended before its workspace was opened")
 
     def _spawn(self) -> None:
         """Start the server with its listening socket, the read end of a lifeline pipe, and pipes
@@ -590,6 +635,8 @@ class LocalSandbox:
             fds["seccomp"] = _pipe_holding(seccomp.build())
             if self._cgroup is not None:  # opened here: the server, dropped and namespaced, could not
                 fds["commands-cgroup"] = os.open(self._cgroup.commands_join_file, os.O_WRONLY | os.O_CLOEXEC)
+        if self.sizes.workspace is not None:
+            self._info, fds["info"] = os.pipe()
         if self.isolated:
             fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(self._staged().values()))
         try:
@@ -653,6 +700,10 @@ class LocalSandbox:
         if self._disk is not None:
             self._disk.remove()
             self._disk = None
+        for fd in (self._info, self._workspace_fd):
+            if fd is not None:
+                os.close(fd)
+        self._info = self._workspace_fd = None
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None

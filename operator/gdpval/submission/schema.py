@@ -39,6 +39,7 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("cost", pa.float64()),  # null: the run had no prices (budget.prices)
         pa.field("duration_s", pa.float64(), nullable=False),
         pa.field("api_errors", pa.int64(), nullable=False),
+        pa.field("rate_limited", pa.int64(), nullable=False),  # model calls answered with a rate limit (429, x-ratelimit-remaining-* at 0)
         pa.field("finish_reason", pa.string()),  # of the last model reply; null: no reply
         pa.field("unmetered_turns", pa.int64(), nullable=False),  # replies without (full) usage: tokens are a lower bound
         pa.field("deliverable_count", pa.int64(), nullable=False),
@@ -109,6 +110,7 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
             "cost": None,
             "duration_s": 0.0,
             "api_errors": 0,
+            "rate_limited": 0,
             "finish_reason": None,
             "unmetered_turns": 0,
             "deliverable_count": 0,
@@ -132,6 +134,7 @@ def result_row(entry: ManifestEntry, result: SampleResult | None) -> dict[str, A
         "cost": result.cost,
         "duration_s": result.duration_s,
         "api_errors": result.api_errors,
+        "rate_limited": result.rate_limited,
         "finish_reason": result.finish_reason,
         "unmetered_turns": result.unmetered_turns,
         "deliverable_count": len(result.deliverable_files),

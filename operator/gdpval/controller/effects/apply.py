@@ -66,7 +66,8 @@ class Effects:
         memory.archived, memory.segments, memory.cluster_keys = memory.archived | parts.archive, count, frozenset(data)
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
-        """Deletions, then the NetworkPolicy, then creations; True when the API refused a creation.
+        """Deletions, then the NetworkPolicy, then the go of pods started ahead, then creations; True when the API
+        refused a creation.
 
         Calls of one kind go together (`fan_out`); each kind waits for the one before it. Sample pods
         are deleted in the background (`_delete_pods`).
@@ -81,7 +82,10 @@ class Effects:
             self.kube.ensure_secret(manifests.token_secret(ctx, secrets.token_urlsafe(32)))
             memory.token_secret = True
         refused = False
-        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod, resolved=memory.resolved)), plan.create_pods)
+        fan_out(lambda go: self.kube.patch_pod(ctx.namespace, go[0], manifests.go_patch(ctx.spec, go[1])), plan.go_pods)
+        memory.went |= {name for name, _ in plan.go_pods}
+        ahead = plan.ahead
+        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod, resolved=memory.resolved, ahead=pod in ahead)), plan.create_pods)
         for (sample, attempt), message in zip(plan.create_pods, messages, strict=True):
             refused |= _remember(memory.create_failures, sample, message, now)
             if message:

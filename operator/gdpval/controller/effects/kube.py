@@ -174,6 +174,14 @@ class Kube:
         """None when created (or already there); the API's message when it refused the pod."""
         return _create(self.core.create_namespaced_pod, manifest, self.timeout)
 
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch (a pod started ahead gets its go); a pod gone meanwhile is left to the next pass."""
+        try:
+            _drain(self.core.patch_namespaced_pod(name, namespace, patch, _request_timeout=self.timeout, _preload_content=False))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def delete_pod(self, namespace: str, name: str) -> None:
         _delete(self.core.delete_namespaced_pod, namespace, name, self.timeout)
 

@@ -8,11 +8,12 @@ change by another writer (Conflict), and the next pass reads the ConfigMap again
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gdpval.controller.effects.kube import SecretCheck
 from gdpval.controller.pure.api import GdpvalRunStatus
 from gdpval.controller.pure.ledger import Ledger
+from gdpval.controller.pure.observe import PodView
 from gdpval.storage import Storage
 
 Refusals = dict[str, tuple[float, str]]  # sample or component -> (when, the API's message)
@@ -40,6 +41,15 @@ class RunMemory:
     secrets_refs: str = ""  # the spec's Secret references that check was made for
     secrets_checked: float | None = None
     deleting: set[str] = field(default_factory=set)  # sample pods whose delete call is in flight (not repeated meanwhile)
+    went: set[str] = field(default_factory=set)  # pods started ahead given their go, until the watch shows it (see `seen_go`)
+
+    def seen_go(self, pods: tuple[PodView, ...]) -> tuple[PodView, ...]:
+        """The pods with the go this worker gave and the watch may not show yet: otherwise the next pass would count
+        such a pod as still waiting, outside the window, and give one go too many."""
+        if not self.went:
+            return pods
+        self.went &= {p.name for p in pods if p.ahead}
+        return tuple(replace(p, ahead=False) if p.name in self.went else p for p in pods)
 
     def forget_ledger(self) -> None:
         self.ledger = self.ledger_version = None

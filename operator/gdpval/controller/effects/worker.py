@@ -253,7 +253,7 @@ class Controller:
             generation=meta.get("generation", 0),
             status=prev,
             ledger={},
-            pods=indexed(self.pods_index, ctx.uid),
+            pods=worker.memory.seen_go(indexed(self.pods_index, ctx.uid)),
             jobs={j.component: j for j in indexed(self.jobs_index, ctx.uid)},
             queueing=Queueing.of(meta.get("labels")),
         )

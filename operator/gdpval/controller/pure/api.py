@@ -128,6 +128,13 @@ class SamplePolicy(SettingsModel):
     outage_hold_seconds: int = Field(
         default=300, ge=1, le=86400, description="A sample pod waits this long for its model endpoint to come back, then ends without spending its attempt."
     )
+    start_ahead: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Pods started ahead for the next samples in the queue (references staged, sandbox up, agent waiting): "
+        "one enters the window as soon as there is room, without a pod start. Each still serves one sample. 0: none.",
+    )
 
 
 class S3Credentials(SettingsModel):
@@ -393,6 +400,10 @@ class GdpvalRunStatus(SettingsModel):
         default=None,
         description="Sample pods the run lets call the model at once while rate limits keep it below spec.parallelism (cut on them, "
         "raised without); empty at full parallelism.",
+    )
+    window_cut: str | None = Field(
+        default=None,
+        description="When rate limits last cut status.window; attempts whose pods started before it cut it no further (one cut per round of pods).",
     )
     suspended_seconds: int = Field(default=0, description="Time the run spent suspended before its current state; not counted against spec.deadlineSeconds.")
     sectors: dict[str, SectorCounts] = Field(

@@ -21,6 +21,7 @@ from kubernetes.utils import parse_quantity
 from gdpval import contract as c
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
+from gdpval.render.limits import RenderLimits
 from gdpval.settings import RunSettings, SandboxSettings, tmpfs_sizes
 from gdpval.storage import layout
 
@@ -276,14 +277,68 @@ def assemble_job(ctx: RunContext) -> dict[str, Any]:
 
 
 def judge_job(ctx: RunContext) -> dict[str, Any]:
-    """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY."""
+    """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY; files rendered in a
+    sidecar of the run's sandbox image (render_sidecar)."""
     judge = ctx.spec.judge
     assert judge is not None, "a judge Job is only planned for a spec with a judge section"
     args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
-    return _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    env += [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}]
+    job = _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    pod = job["spec"]["template"]["spec"]
+    render = {"name": "render", "mountPath": c.RENDER_DIR}
+    token_ro = {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True}
+    pod["containers"][0]["volumeMounts"] += [render, token_ro]
+    pod["initContainers"] = render_sidecar(ctx)
+    pod["volumes"] += render_volumes()
+    return job
+
+
+RENDER_LIMITS = RenderLimits()
+RENDER_TMP = "256Mi"  # the sidecar's /tmp (memory-backed, inside its memory limit): LibreOffice keeps its profile in the shared folder
+RENDER_TOKEN_SIZE = "1Mi"
+TOKEN_MAKER = {"cpu": "100m", "memory": "64Mi"}  # the init container that writes the token: one python -c
+MAKE_TOKEN = f"import secrets; open({c.RENDER_TOKEN_FILE!r}, 'w').write(secrets.token_urlsafe(32))"
+
+
+def render_volumes() -> list[dict[str, Any]]:
+    """The folder the judge and its sidecar share (files in, views out), the sidecar's /tmp, the pod-made token."""
+    return [
+        {"name": "render", "emptyDir": {"sizeLimit": f"{RENDER_LIMITS.disk_bytes // MIB}Mi"}},
+        {"name": "render-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": RENDER_TMP}},
+        {"name": "render-token", "emptyDir": {"medium": "Memory", "sizeLimit": RENDER_TOKEN_SIZE}},
+    ]
+
+
+def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
+    """The judge pod's init containers: one writes a fresh tool-server token (no Secret, nothing in the spec), then the
+    run's sandbox image serves its tool server to the judge alone (native sidecar, loopback), with a read-only root,
+    the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
+    token = _container(
+        ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
+        volumeMounts=[{"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR}],
+    )  # fmt: skip
+    listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
+    limits = {"memory": f"{RENDER_LIMITS.memory_bytes // MIB}Mi", "ephemeral-storage": f"{RENDER_LIMITS.disk_bytes // MIB}Mi"}
+    server = ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.RENDER_DIR, "--token-file", c.RENDER_TOKEN_FILE]
+    sidecar = _container(
+        ctx,
+        "render",
+        ctx.sandbox_image,
+        [*server, "--max-file-bytes", str(RENDER_LIMITS.disk_bytes)],
+        Resources(requests=DEFAULT_REQUESTS, limits=limits),
+        restartPolicy="Always",
+        workingDir=c.RENDER_DIR,
+        env=[{"name": "HOME", "value": c.SCRATCH}],
+        volumeMounts=[
+            {"name": "render", "mountPath": c.RENDER_DIR},
+            {"name": "render-tmp", "mountPath": c.SCRATCH},
+            {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True},
+        ],
+    )
+    return [token, sidecar]
 
 
 def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:
@@ -306,9 +361,11 @@ def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
     return [*dirs, *tmp, token]
 
 
-def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[str, list[str]] | None = None, ahead: bool = False) -> dict[str, Any]:
     """One attempt: sandbox (native sidecar) beside stage (init) -> agent (main), sharing emptyDirs of bounded size.
-    `resolved` is what the run's NetworkPolicy was built from: with the network off it may pin the endpoints (see pinned_hosts)."""
+    `resolved` is what the run's NetworkPolicy was built from: with the network off it may pin the endpoints (see pinned_hosts).
+    A pod started `ahead` of its turn (spec.samples.startAhead) does all but its first model request, then waits for its go
+    (`go_patch`), read through the downward API: no API access in the pod. Its deadline starts at the go."""
     res = container_resources(ctx)
     extra_labels = {
         n.L_SAMPLE: n.label_value(sample_id),
@@ -354,21 +411,28 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
     key = ctx.spec.model.api_key_secret_ref
     if key:
         agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
+    go = ["--go", c.GO_FILE] if ahead else []
+    go_mount = [{"name": "go", "mountPath": c.GO_DIR, "readOnly": True}] if ahead else []
     agent = _container(
         ctx,
         "agent",
         ctx.agent_image,
-        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL],
+        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL, *go],
         res["agent"],
         env=agent_env,
-        volumeMounts=[workspace, refs_ro, scratch],
+        volumeMounts=[workspace, refs_ro, scratch, *go_mount],
     )
-    spec = _pod_spec(ctx, [agent], _volumes(ctx), sample=True)
+    volumes = _volumes(ctx)
+    if ahead:
+        meta["annotations"][n.A_GO] = ""
+        item = {"path": c.GO_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": f"metadata.annotations['{n.A_GO}']"}}
+        volumes.append({"name": "go", "downwardAPI": {"items": [item]}})
+    spec = _pod_spec(ctx, [agent], volumes, sample=True)
     # The sandbox first and without a startup probe, so the tool server boots while `stage` copies the
     # references; the agent waits for its health itself (bounded, naming the sandbox when it never answers).
     spec["initContainers"] = [sandbox, stage]
     deadline = pod_deadline(ctx.spec)
-    if deadline:
+    if deadline and not ahead:
         spec["activeDeadlineSeconds"] = deadline
     spec["terminationGracePeriodSeconds"] = 30
     pinned = pinned_hosts(ctx.spec, resolved)
@@ -380,6 +444,16 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
         spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def go_patch(spec: GdpvalRunSpec, age: float) -> dict[str, Any]:
+    """The merge patch that lets a pod started ahead run its sample: the go its agent waits for, and the
+    deadline it was created without, counted from now (a deadline may be set on a running pod, not raised)."""
+    patch: dict[str, Any] = {"metadata": {"annotations": {n.A_GO: c.GO_VALUE}}}
+    deadline = pod_deadline(spec)
+    if deadline:
+        patch["spec"] = {"activeDeadlineSeconds": int(age) + 1 + deadline}
+    return patch
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ L_NETWORK = f"{GROUP}/network"
 
 # Annotations: full values that may not fit a label.
 A_SAMPLE_ID = f"{GROUP}/sample-id"
+A_GO = f"{GROUP}/go"  # a pod started ahead: "" while it waits for its turn, contract.GO_VALUE once given
 
 # kopf's own storage, under our group.
 FINALIZER = f"{GROUP}/finalizer"

@@ -54,6 +54,7 @@ class PodView:
     gated: str = ""  # scheduling gates holding it (Kueue admission and the like), comma-separated
     scheduled: float = 0.0  # when it was bound to a node (PodScheduled=True), 0 before
     model_unavailable: bool = False  # a container exited with EXIT_MODEL_UNAVAILABLE: the endpoint's outage ended it
+    ahead: bool = False  # started ahead of its turn (spec.samples.startAhead), its go not given yet
 
     @property
     def terminal(self) -> bool:
@@ -172,6 +173,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         gated=_gates(body.get("spec", {}) or {}, status),
         scheduled=_scheduled(status),
         model_unavailable=status.get("phase") == "Failed" and _model_unavailable(status),
+        ahead=annotations.get(n.A_GO) == "",
     )
 
 

@@ -158,6 +158,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),
         window=_window(plan, obs.spec.parallelism, prev.window),
+        window_cut=iso(plan.window_cut) if plan.window_cut else prev.window_cut,
         sectors=prev.sectors if keep_counts or not t.sectors else t.sectors,
         conditions=conds,
     )

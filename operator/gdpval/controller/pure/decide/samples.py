@@ -16,7 +16,7 @@ from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.decide.outage import outage_step
 from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
-from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView
+from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView, parse_time
 from gdpval.controller.pure.policy import (
     MAX_CREATES_PER_PASS,
     MAX_RECREATIONS,
@@ -50,6 +50,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
         return None
     plan.budget = run_limit_reached(obs.spec.budget, spent(obs.spec, t)) or ""
     plan.window = next_window(obs.status.window or obs.spec.parallelism, obs.spec.parallelism, plan.limited, plan.clean)
+    plan.window_cut = obs.now if plan.limited else 0.0
     if not stopped:
         plan.outage = outage_step(obs.now, plan, _present(obs))
     if can_start and not stopped and not plan.budget and not plan.outage:
@@ -168,13 +169,21 @@ def _finish_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry) -> None:
     reason = pod.failure or ("NoResult" if pod.phase == "Succeeded" else "PodFailed")
     ended = _end(obs, plan, pod.sample, entry.finish(obs.now, probe.committed, reason))
     if probe.committed is not None:
-        plan.limited += probe.committed.rate_limited > 0
-        plan.clean += probe.committed.rate_limited == 0
+        _count_rate_limits(obs, plan, pod, probe.committed.rate_limited)
     if ended.outcome == Outcome.lost:
         detail = f": {pod.message}" if pod.message else ""
         plan.notes.append(Note("AttemptFailed", f"pod {pod.name} ended without a result ({reason}){detail}", warning=True))
     if not keep_pod(obs.spec, ended.outcome):
         plan.delete(pod)
+
+
+def _count_rate_limits(obs: Observed, plan: Plan, pod: PodView, rate_limited: int) -> None:
+    """An ended attempt's word on the window: clean widens it; limited cuts it, unless its pod started
+    before the last cut (it met the limit under the wider window, which that cut already answered)."""
+    if not rate_limited:
+        plan.clean += 1
+    elif pod.created >= parse_time(obs.status.window_cut):
+        plan.limited += 1
 
 
 def _end(obs: Observed, plan: Plan, sample: str, ended: Entry) -> Entry:
@@ -307,12 +316,21 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
 
 
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
-    """Start pods up to `parallelism`, at most `MAX_CREATES_PER_PASS` in one pass: retries whose backoff is over first, then new samples."""
-    active = sum(1 for e in plan.ledger.values() if e.outcome == Outcome.running)
-    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - active
-    slots = min(room, MAX_CREATES_PER_PASS - len(plan.create_pods))
-    if slots < room:
-        plan.wake_at.append(obs.now)  # the rest of the window in the next pass
+    """Fill the window up to `parallelism`: pods started ahead get their go first (`_started_ahead`), then pods are
+    created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
+    pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
+    waiting = _started_ahead(obs, plan, samples)
+    in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
+    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
+    going = waiting[: max(room, 0)]
+    plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
+    room -= len(going)
+    # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
+    unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
+    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
+    slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
+    if slots < wanted:
+        plan.wake_at.append(obs.now)  # the rest in the next pass
     retries, fresh = [], []
     for sample in samples:
         entry = plan.ledger.get(sample)
@@ -332,7 +350,25 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
         started = first_attempt() if entry is None else entry.start(entry.attempt + 1)
         plan.ledger[sample] = started
         plan.create_pods.append((sample, started.attempt))
+        if room <= 0:
+            plan.ahead.add((sample, started.attempt))
+        room -= 1
         slots -= 1
+
+
+def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
+    """Live pods of in-flight attempts still waiting for their go: Running ones (their agent started) first, so a
+    go is not spent on a pod still starting while another waits ready; each part in queue order."""
+    waiting: list[PodView] = []
+    for pod in sample_pods(obs):
+        entry = plan.ledger.get(pod.sample)
+        live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
+        if pod.ahead and live and entry is not None and entry.outcome == Outcome.running and entry.attempt == pod.attempt:
+            waiting.append(pod)
+    if not waiting:
+        return waiting
+    order = {sample: i for i, sample in enumerate(samples)}
+    return sorted(waiting, key=lambda pod: (pod.phase != "Running", order.get(pod.sample, len(order))))
 
 
 def _failure_summary(t: Tally) -> str:

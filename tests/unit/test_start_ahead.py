@@ -1,0 +1,161 @@
+"""Pods started ahead of their turn (spec.samples.startAhead): the decision, the pod, its go, the agent's wait."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import httpx2
+import openai
+import pytest
+
+from gdpval import contract
+from gdpval.agent.client import make_client, rehearse
+from gdpval.controller.effects.memory import RunMemory
+from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure.decide import decide
+from gdpval.controller.pure.ledger import Entry, Outcome
+from gdpval.controller.pure.observe import PodView, parse_pod
+from gdpval.controller.types import Observed
+from gdpval.errors import GdpvalError
+from gdpval.runner.pod import wait_for_go
+from support.run_context import ctx
+
+NOW = 1_000_000.0
+SAMPLES = tuple(f"t{i}-r0" for i in range(8))
+
+
+def spec(ahead: int = 2, parallelism: int = 2) -> GdpvalRunSpec:
+    return GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://b/p"}, "parallelism": parallelism, "samples": {"startAhead": ahead}})
+
+
+def obs(ledger, pods=(), **kw) -> Observed:
+    base = dict(now=NOW, spec=spec(), generation=1, status=GdpvalRunStatus(), ledger=ledger, samples=SAMPLES, pods=tuple(pods))
+    base.update(kw)
+    return Observed(**base)
+
+
+def pod(sample: str, ahead: bool = False, phase: str = "Running", attempt: int = 1) -> PodView:
+    name = n.sample_pod_name("run", sample, attempt)
+    return PodView(name=name, component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=NOW - 30, ahead=ahead)
+
+
+def running(*samples: str) -> dict[str, Entry]:
+    return {s: Entry(1, Outcome.running) for s in samples}
+
+
+def test_a_fresh_run_fills_the_window_then_starts_pods_ahead_in_queue_order():
+    plan = decide(obs({}))
+    assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1), ("t2-r0", 1), ("t3-r0", 1)]
+    assert plan.ahead == {("t2-r0", 1), ("t3-r0", 1)} and plan.go_pods == []
+
+
+def test_pods_not_seen_yet_are_not_started_ahead_again():
+    first = decide(obs({}))
+    plan = decide(obs(first.ledger))  # the next pass, before the watch shows the new pods
+    assert plan.create_pods == [] and plan.go_pods == []
+
+
+def test_without_start_ahead_nothing_waits():
+    plan = decide(obs({}, spec=spec(ahead=0)))
+    assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1)] and plan.ahead == set()
+
+
+def test_pods_waiting_for_their_go_are_outside_the_window():
+    pods = [pod("t0-r0"), pod("t1-r0"), pod("t2-r0", ahead=True), pod("t3-r0", ahead=True)]
+    plan = decide(obs(running("t0-r0", "t1-r0", "t2-r0", "t3-r0"), pods))
+    assert plan.go_pods == [] and plan.create_pods == []
+
+
+def test_room_in_the_window_goes_to_the_next_pod_ahead_and_one_more_starts_ahead():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t3-r0", ahead=True), pod("t2-r0", ahead=True)]
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t2-r0", 1), 30.0)]
+    assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
+
+
+def test_a_running_pod_ahead_gets_the_go_before_one_still_starting():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, phase="Pending"), pod("t3-r0", ahead=True)]
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t3-r0", 1), 30.0)]
+
+
+def test_a_pod_given_its_go_counts_in_the_window():
+    pods = [pod("t0-r0"), pod("t1-r0"), pod("t2-r0"), pod("t3-r0", ahead=True)]
+    plan = decide(obs(running("t0-r0", "t1-r0", "t2-r0", "t3-r0"), pods))
+    assert plan.go_pods == [] and plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
+
+
+def test_an_ended_pod_ahead_gets_no_go():
+    ledger = {**running("t1-r0", "t2-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, phase="Failed")]
+    plan = decide(obs(ledger, pods))
+    assert n.sample_pod_name("run", "t2-r0", 1) not in [name for name, _ in plan.go_pods]
+
+
+def test_no_go_and_no_pods_ahead_while_suspended():
+    ledger = {**running("t1-r0", "t2-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    plan = decide(obs(ledger, [pod("t1-r0"), pod("t2-r0", ahead=True)], spec=spec().model_copy(update={"suspend": True})))
+    assert plan.go_pods == [] and plan.ahead == set()
+
+
+def test_a_pod_ahead_waits_on_its_own_annotation_through_the_downward_api():
+    built = m.sample_pod(ctx(agent={"sampleDeadlineSeconds": 600}), "t1", 1, ahead=True)
+    assert built["metadata"]["annotations"][n.A_GO] == ""
+    agent = built["spec"]["containers"][0]
+    assert agent["command"][-2:] == ["--go", contract.GO_FILE]
+    assert {"name": "go", "mountPath": contract.GO_DIR, "readOnly": True} in agent["volumeMounts"]
+    (volume,) = [v for v in built["spec"]["volumes"] if v["name"] == "go"]
+    assert volume["downwardAPI"]["items"] == [{"path": "go", "fieldRef": {"fieldPath": f"metadata.annotations['{n.A_GO}']"}}]
+    assert "activeDeadlineSeconds" not in built["spec"]  # counted from the go
+    assert built["spec"]["automountServiceAccountToken"] is False
+    assert parse_pod(built).ahead
+
+
+def test_a_pod_in_the_window_has_no_go_to_wait_for():
+    run = ctx(agent={"sampleDeadlineSeconds": 600})
+    built = m.sample_pod(run, "t1", 1)
+    assert n.A_GO not in built["metadata"]["annotations"] and not parse_pod(built).ahead
+    assert "go" not in {v["name"] for v in built["spec"]["volumes"]} and built["spec"]["activeDeadlineSeconds"] == m.pod_deadline(run.spec)
+
+
+def test_the_go_patch_gives_the_go_and_the_deadline_from_now():
+    run = ctx(agent={"sampleDeadlineSeconds": 600})
+    patch = m.go_patch(run.spec, 41.7)
+    assert patch["metadata"]["annotations"] == {n.A_GO: contract.GO_VALUE}
+    assert patch["spec"]["activeDeadlineSeconds"] == 42 + m.pod_deadline(run.spec)
+    given = m.sample_pod(run, "t1", 1, ahead=True)
+    given["metadata"]["annotations"] |= patch["metadata"]["annotations"]
+    assert not parse_pod(given).ahead
+
+
+def test_a_go_given_counts_before_the_watch_shows_it():
+    memory = RunMemory()
+    waiting = pod("t2-r0", ahead=True)
+    memory.went.add(waiting.name)
+    assert not memory.seen_go((waiting,))[0].ahead
+    assert memory.seen_go((replace(waiting, ahead=False),)) == (replace(waiting, ahead=False),) and memory.went == set()
+
+
+def test_the_agent_goes_on_the_go_and_refuses_anything_else(tmp_path):
+    go = tmp_path / "go"
+    go.write_text(contract.GO_VALUE)
+    wait_for_go(go)
+    go.write_text("rm -rf /")
+    with pytest.raises(GdpvalError, match="unexpected go signal"):
+        wait_for_go(go)
+
+
+def test_the_rehearsal_before_the_go_sends_nothing():
+    sent: list[httpx2.Request] = []
+
+    class Recorded(httpx2.BaseTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            sent.append(request)
+            return httpx2.Response(500)
+
+    rehearse(make_client("http://127.0.0.1:9/v1").with_options(http_client=openai.DefaultHttpx2Client(transport=Recorded())))
+    assert sent == []
