@@ -26,7 +26,7 @@ cluster-demo:
 cluster-demo-down:
 	hack/cluster-demo.sh down
 
-.PHONY: setup run test test-unit test-integration test-cluster test-teardown lint
+.PHONY: setup run test test-unit test-integration test-cluster test-teardown test-torch lint
 # The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite,
 # after the same checks as `make lint`).
 setup:
@@ -44,7 +44,7 @@ PYTEST = .venv/bin/pytest -n 2 --dist worksteal --durations=30
 test:
 	hack/setup.sh --test --background
 	$(MAKE) --no-print-directory lint
-	$(PYTEST) -m "not cluster_teardown" tests
+	$(PYTEST) -m "not cluster_teardown and not torch" tests
 	$(MAKE) --no-print-directory test-teardown
 	hack/setup.sh --wait
 
@@ -63,6 +63,11 @@ test-cluster:
 
 test-teardown:
 	.venv/bin/pytest --durations=5 -m cluster_teardown tests/cluster
+
+# The full-torch flavour's tests (images/sandbox/README.md, "Flavours"): they build it first, about
+# 3 GB of wheels more than `full`, so `make test` leaves them out.
+test-torch:
+	$(PYTEST) -m torch tests
 
 # ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
 LINTED = operator tests bench

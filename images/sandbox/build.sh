@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Build the full sandbox image (images/sandbox/Dockerfile) with podman.
 #
-#   images/sandbox/build.sh [build]   wheels on the host, staged context, podman build (default)
-#   images/sandbox/build.sh cold      the same without podman's layer cache (to measure a full build)
-#   images/sandbox/build.sh wheels    only gather (download) and build the wheels; print their folder
-#   images/sandbox/build.sh lock      re-resolve requirements.in into requirements.txt
-#   images/sandbox/build.sh import    load this tree's image into the local cluster's containerd (once per tag)
-#   images/sandbox/build.sh ref       print the image reference of the last build
-#   images/sandbox/build.sh tag       print the image reference this tree builds (without building)
+#   images/sandbox/build.sh [build] [FLAVOUR]   wheels on the host, staged context, podman build (default)
+#   images/sandbox/build.sh cold [FLAVOUR]      the same without podman's layer cache (to measure a full build)
+#   images/sandbox/build.sh wheels [FLAVOUR]    only gather (download) and build the wheels; print their folders
+#   images/sandbox/build.sh lock                re-resolve requirements.in and requirements-torch.in into the locks
+#   images/sandbox/build.sh import [FLAVOUR]    load this tree's image into the local cluster's containerd (once per tag)
+#   images/sandbox/build.sh ref [FLAVOUR]       print the image reference of the last build
+#   images/sandbox/build.sh tag [FLAVOUR]       print the image reference this tree builds (without building)
+#
+# FLAVOUR is `full` (the default: the paper's list without its torch family) or `full-torch` (with
+# it, about 5 GB more; README.md, "Flavours").
 #
 # pip cannot verify TLS inside `podman build` here, and the host's extra CA certificates must not
 # enter an image, so the wheels are downloaded (or built, for pure-Python sdists) on the host and
@@ -24,7 +27,14 @@ REPO="localhost/gdpval-sandbox"
 PYTHON="${PYTHON:-python3}"
 TOOLSERVER="$REPO_ROOT/operator/gdpval/sandbox/toolserver.py"
 STATE="$CACHE/sandbox-full"
-REF_FILE="$STATE/ref"
+FLAVOUR="${2:-full}"
+case "$FLAVOUR" in
+  full) REF_FILE="$STATE/ref" ;;
+  full-torch) REF_FILE="$STATE/ref.full-torch" ;;
+  *) printf 'error: unknown flavour %s (full or full-torch)\n' "$FLAVOUR" >&2; exit 2 ;;
+esac
+LOCK="$HERE/requirements.txt"
+TORCH_LOCK="$HERE/requirements-torch.txt"
 APT_CACHE="$STATE/apt-archives"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -53,9 +63,10 @@ lock() {
   rm -rf "$fresh" && mkdir -p "$fresh" "$LOCK_DOWNLOADS"
   cp -al "$LOCK_DOWNLOADS"/. "$fresh/"
   log="$(mktemp)"
-  nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --progress-bar off -d "$fresh" -r "$HERE/requirements.in" >"$log" 2>&1 ||
-    { tail -30 "$log" >&2; die "pip could not resolve requirements.in (log: $log)"; }
-  "$PYTHON" "$HERE/lockfile.py" write-lock "$log" "$HERE/requirements.in" "$HERE/requirements.txt" ||
+  nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --progress-bar off -d "$fresh" \
+    -r "$HERE/requirements.in" -r "$HERE/requirements-torch.in" >"$log" 2>&1 ||
+    { tail -30 "$log" >&2; die "pip could not resolve requirements.in and requirements-torch.in (log: $log)"; }
+  "$PYTHON" "$HERE/lockfile.py" write-lock "$log" "$HERE/requirements.in" "$HERE/requirements-torch.in" "$LOCK" "$TORCH_LOCK" ||
     die "no lock written (pip's log: $log)"
   rm -rf "$LOCK_DOWNLOADS" && mv "$fresh" "$LOCK_DOWNLOADS" && rm -f "$log"
 }
@@ -72,21 +83,21 @@ ensure_base() {
 # against the lock's hashes as it is downloaded; the pure-Python sdists among them are built into
 # wheels here, and requirements.image.txt pins those wheels by their own hash for the image.
 wheels() {
-  local key dir
-  key="$(sha256sum "$HERE/requirements.txt" | cut -c1-12)"
+  local lock="$1" key dir
+  key="$(sha256sum "$lock" | cut -c1-12)"
   dir="$STATE/wheels/$key"
   if [[ ! -f "$dir/.complete" ]]; then
     check_python
-    log "wheels: $(grep -c -- '--hash=' "$HERE/requirements.txt") pinned files into $dir"
+    log "wheels: $(grep -c -- '--hash=' "$lock") pinned files of $(basename "$lock") into $dir"
     rm -rf "$dir" && mkdir -p "$dir/sdists" "$dir/built"
     # Files the lock step downloaded are reused when their sha256 is the lock's; pip downloads the
     # rest (asking the index about all 423 pins took over 12 minutes here even with every file present).
-    nice -n 10 "$PYTHON" "$HERE/lockfile.py" gather "$HERE/requirements.txt" "$dir/sdists" "$dir/missing.txt" "$LOCK_DOWNLOADS"
+    nice -n 10 "$PYTHON" "$HERE/lockfile.py" gather "$lock" "$dir/sdists" "$dir/missing.txt" "$LOCK_DOWNLOADS" "$STATE"/wheels/*/
     if [[ -s "$dir/missing.txt" ]]; then
       nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --quiet --no-deps --require-hashes \
         -d "$dir/sdists" -r "$dir/missing.txt" >&2
     fi
-    mv "$dir"/sdists/*.whl "$dir/"
+    find "$dir/sdists" -name '*.whl' -exec mv -t "$dir/" {} +
     # One build environment for all the sdists (setuptools builds every one of them), not pip's
     # isolated one per sdist: that asked the index for setuptools again each time, a minute apiece here.
     if compgen -G "$dir/sdists/*" >/dev/null; then
@@ -102,19 +113,32 @@ wheels() {
     compiled="$(find "$dir/built" -name '*.whl' ! -name '*-none-any.whl' -printf '%f ')"
     [[ -z "$compiled" ]] || die "sdists that are not pure Python (pin a version with a wheel instead): $compiled"
     cp -r "$dir"/built/. "$dir/"
-    "$PYTHON" "$HERE/lockfile.py" image-lock "$HERE/requirements.txt" "$dir/built" "$dir/requirements.image.txt"
+    "$PYTHON" "$HERE/lockfile.py" image-lock "$lock" "$dir/built" "$dir/requirements.image.txt"
     touch "$dir/.complete"
   fi
   echo "$dir"
 }
 
-# The tag is a hash of the content: the Dockerfile, the lock, the tool server and the base image's id.
+# The flavour's locks: full-torch installs requirements-torch.txt on top of full's.
+locks() {
+  echo "$LOCK"
+  [[ "$FLAVOUR" == full ]] || echo "$TORCH_LOCK"
+}
+
+# The tag is a hash of the content: the Dockerfile, the flavour's locks, the pip check, the tool
+# server and the base image's id.
 content_ref() {
   local base_id
   base_id="$(podman image inspect --format '{{.Id}}' "$BASE_REF" 2>/dev/null)" ||
     die "base image $BASE_REF is missing: hack/images.sh base"
-  echo "$REPO:full-$({ sha256sum "$HERE/Dockerfile" "$HERE/requirements.txt" "$TOOLSERVER" | cut -c1-64
-                       echo "$base_id"; } | sha256sum | cut -c1-12)"
+  # shellcheck disable=SC2046
+  echo "$REPO:$FLAVOUR-$({ sha256sum "$HERE/Dockerfile" $(locks) "$HERE/pip-check.sh" "$TOOLSERVER" | cut -c1-64
+                           echo "$base_id"; } | sha256sum | cut -c1-12)"
+}
+
+# Hard links where the file system allows (the wheels are gigabytes), else a copy.
+stage_wheels() {
+  cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"
 }
 
 take_lock() {
@@ -134,22 +158,22 @@ build() {
   if podman image exists "$ref" && [[ "$cache_flag" == --layers ]]; then
     log "$ref exists: nothing to build"
   else
-    wheel_dir="$(wheels)"
     ctx="$STATE/context"
     rm -rf "$ctx" && mkdir -p "$ctx" "$APT_CACHE/partial"
-    cp "$HERE/Dockerfile" "$HERE/requirements.txt" "$TOOLSERVER" "$ctx/"
-    cp -al "$wheel_dir" "$ctx/wheels" 2>/dev/null || cp -a "$wheel_dir" "$ctx/wheels"
+    cp "$HERE/Dockerfile" "$LOCK" "$TORCH_LOCK" "$HERE/pip-check.sh" "$TOOLSERVER" "$ctx/"
+    stage_wheels "$(wheels "$LOCK")" "$ctx/wheels"
+    if [[ "$FLAVOUR" == full ]]; then mkdir "$ctx/wheels-torch"; else stage_wheels "$(wheels "$TORCH_LOCK")" "$ctx/wheels-torch"; fi
     ln -s "$APT_CACHE" "$ctx/apt"
     log "building $ref (this takes a while)"
-    nice -n 10 podman build --runtime "$(command -v runc)" --network=host --pull=never "$cache_flag" --build-arg "BASE=$BASE_REF" \
+    nice -n 10 podman build --runtime "$(command -v runc)" --network=host --pull=never "$cache_flag" --build-arg "BASE=$BASE_REF" --target "$FLAVOUR" \
       -f "$ctx/Dockerfile" -t "$ref" "$ctx" >"$STATE/build.log" 2>&1 ||
       { tail -30 "$STATE/build.log" >&2; die "podman build failed (log: $STATE/build.log)"; }
   fi
-  podman tag "$ref" "$REPO:full-dev"
+  podman tag "$ref" "$REPO:$FLAVOUR-dev"
   echo "$ref" >"$REF_FILE"
   seconds=$(( $(date +%s) - started ))
   size="$(podman image inspect --format '{{.Size}}' "$ref")"
-  log "built $ref in ${seconds}s; size $(( size / 1000000 )) MB (also tagged $REPO:full-dev)"
+  log "built $ref in ${seconds}s; size $(( size / 1000000 )) MB (also tagged $REPO:$FLAVOUR-dev)"
   echo "$ref"
 }
 
@@ -169,9 +193,9 @@ import_image() {
   tar="$(mktemp "$STATE/import.XXXXXX.tar")"
   podman save --format docker-archive -o "$tar" "$ref"
   "$ctr_bin" --address "$sock" -n k8s.io images import --snapshotter overlayfs "$tar" >/dev/null
-  "$ctr_bin" --address "$sock" -n k8s.io images tag --force "$ref" "$REPO:full-dev" >/dev/null
+  "$ctr_bin" --address "$sock" -n k8s.io images tag --force "$ref" "$REPO:$FLAVOUR-dev" >/dev/null
   rm -f "$tar"
-  log "imported $ref (and $REPO:full-dev) into containerd"
+  log "imported $ref (and $REPO:$FLAVOUR-dev) into containerd"
 }
 
 mkdir -p "$STATE"
@@ -179,7 +203,7 @@ case "${1:-build}" in
   build) build ;;
   cold) build --no-cache ;;
   lock) lock ;;
-  wheels) take_lock; wheels ;;
+  wheels) take_lock; while read -r lock; do wheels "$lock"; done < <(locks) ;;
   import) import_image ;;
   ref) cat "$REF_FILE" ;;
   tag) content_ref ;;

@@ -12,6 +12,7 @@ Standard library only: it runs on the host's interpreter before anything is inst
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import hashlib
 import re
@@ -61,6 +62,34 @@ def _compare(op: str, have: tuple[int, ...], padded: tuple[int, ...], want: tupl
 
 def metadata(archive: Path) -> tuple[str, str, str | None]:
     """(name, version, Requires-Python) from a wheel's METADATA or an sdist's PKG-INFO."""
+    headers = _headers(archive)
+    return canonical(headers["Name"]), headers["Version"], headers.get("Requires-Python")
+
+
+Requirement = tuple[str, frozenset[str], "str | None"]
+
+
+def requirements(archive: Path) -> list[Requirement]:
+    """(name, extras it asks for, the extra of ours it belongs to or None) per Requires-Dist line
+    (an sdist may not say: then none)."""
+    found = []
+    for line in _headers(archive).get_all("Requires-Dist") or []:
+        spec, _, marker = line.partition(";")
+        name, extras = _name_and_extras(spec)
+        when = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        found.append((name, extras, canonical(when.group(1)) if when else None))
+    return found
+
+
+def _name_and_extras(spec: str) -> tuple[str, frozenset[str]]:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?", spec)
+    if match is None:
+        raise SystemExit(f"cannot read the requirement {spec!r}")
+    extras = frozenset(canonical(e) for e in (match.group(2) or "").split(",") if e.strip())
+    return canonical(match.group(1)), extras
+
+
+def _headers(archive: Path) -> email.message.Message:
     if archive.name.endswith(".whl"):
         with zipfile.ZipFile(archive) as whl:
             (member,) = [n for n in whl.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
@@ -69,8 +98,7 @@ def metadata(archive: Path) -> tuple[str, str, str | None]:
         with tarfile.open(archive) as tar:
             info = min((m for m in tar.getmembers() if m.name.endswith("/PKG-INFO")), key=lambda m: m.name.count("/"))
             text = tar.extractfile(info).read().decode()  # type: ignore[union-attr]
-    headers = email.parser.Parser().parsestr(text, headersonly=True)
-    return canonical(headers["Name"]), headers["Version"], headers.get("Requires-Python")
+    return email.parser.Parser().parsestr(text, headersonly=True)
 
 
 def option_lines(requirements_in: Path) -> list[str]:
@@ -86,22 +114,68 @@ def resolved(pip_log: Path) -> list[Path]:
     return sorted({Path(path).resolve() for path in found}, key=lambda p: p.name.lower())
 
 
-def write_lock(pip_log: Path, requirements_in: Path, out: Path) -> None:
-    """Pin every file of the resolution `pip download -r requirements.in` logged, by its sha256."""
-    problems, lines = [], []
+def write_lock(pip_log: Path, base_in: Path, extra_in: Path, base_out: Path, extra_out: Path) -> None:
+    """Pin every file of the resolution `pip download -r BASE_IN -r EXTRA_IN` logged, by its sha256,
+    split between the two flavours' locks (see split_pins)."""
+    problems, files = [], {}
     for archive in resolved(pip_log):
         name, version, requires = metadata(archive)
         if not python_ok(requires):
             problems.append(f"{name} {version} requires Python {requires}")
         if archive.name.endswith(".whl") and not re.search(r"-(any|manylinux[^-]*x86_64)\.whl$", archive.name):
             problems.append(f"{name}: {archive.name} is not a manylinux x86_64 or pure wheel")
-        digest = file_digest(archive)
-        lines.append((name, f"{name}=={version} \\\n    --hash=sha256:{digest}\n"))
+        files[name] = (version, file_digest(archive), archive)
     if problems:
         raise SystemExit("lock refused (the image runs CPython 3.11.2):\n  " + "\n  ".join(problems))
-    body = "".join(line for _, line in sorted(lines))
-    out.write_text(HEADER + "".join(option_lines(requirements_in)) + body)
-    print(f"{len(lines)} pins written to {out}")
+    write_split(files, base_in, extra_in, base_out, extra_out)
+
+
+def split_lock(lock: Path, sources: list[Path], base_in: Path, extra_in: Path, base_out: Path, extra_out: Path) -> None:
+    """Split an existing lock of both flavours in two without resolving again, reading each pin's
+    dependencies from its file in the source folders (found by sha256)."""
+    by_digest = {file_digest(path): path for source in sources if source.is_dir() for path in source.iterdir() if path.is_file()}
+    files = {}
+    for name, (version, digest) in pins(lock).items():
+        if digest not in by_digest:
+            raise SystemExit(f"{name} {version}: no file with the lock's sha256 in {', '.join(map(str, sources))}")
+        files[name] = (version, digest, by_digest[digest])
+    write_split(files, base_in, extra_in, base_out, extra_out)
+
+
+def write_split(files: dict[str, tuple[str, str, Path]], base_in: Path, extra_in: Path, base_out: Path, extra_out: Path) -> None:
+    graph = {name: requirements(archive) for name, (_, _, archive) in files.items()}
+    extra = split_pins(graph, roots(base_in), roots(extra_in))
+    options = "".join(option_lines(base_in))
+    for out, chosen in ((base_out, sorted(files.keys() - extra)), (extra_out, sorted(extra))):
+        body = "".join(f"{name}=={files[name][0]} \\\n    --hash=sha256:{files[name][1]}\n" for name in chosen)
+        out.write_text(HEADER + options + body)
+        print(f"{len(chosen)} pins written to {out}")
+
+
+def roots(requirements_in: Path) -> set[tuple[str, frozenset[str]]]:
+    """The packages a requirements.in lists (pins and constraints alike), with the extras it asks for."""
+    lines = (line.split("#", 1)[0].strip() for line in requirements_in.read_text().splitlines())
+    return {_name_and_extras(line) for line in lines if line and not line.startswith("-")}
+
+
+def split_pins(graph: dict[str, list[Requirement]], base_roots: set[tuple[str, frozenset[str]]], extra_roots: set[tuple[str, frozenset[str]]]) -> set[str]:
+    """The pins only the extra flavour needs: what its roots reach and the base's roots do not.
+
+    A pin no root reaches stays in the base; the image's `pip check` catches a dependency this
+    reading of the metadata missed."""
+    return _reach(extra_roots, graph) - _reach(base_roots, graph)
+
+
+def _reach(start: set[tuple[str, frozenset[str]]], graph: dict[str, list[Requirement]]) -> set[str]:
+    """The pins a set of (name, extras) needs, following each package's extras as they are asked for."""
+    seen: set[tuple[str, str | None]] = set()
+    todo = [(name, extra) for name, extras in start for extra in (None, *extras)]
+    while todo:
+        name, extra = todo.pop()
+        if name in graph and (name, extra) not in seen:
+            seen.add((name, extra))
+            todo.extend((dep, want) for dep, wants, when in graph[name] if when == extra for want in (None, *wants))
+    return {name for name, _ in seen}
 
 
 def pins(lock: Path) -> dict[str, tuple[str, str]]:
@@ -162,10 +236,16 @@ def image_lock(lock: Path, built_dir: Path, out: Path) -> None:
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "write-lock":
-        write_lock(Path(args[0]), Path(args[1]), Path(args[2]))
+        write_lock(*map(Path, args[:5]))
+    elif command == "split":
+        split_lock(Path(args[0]), [Path(args[5])], *map(Path, args[1:5]))
     elif command == "gather":
         gather(Path(args[0]), [Path(a) for a in args[3:]], Path(args[1]), Path(args[2]))
     elif command == "image-lock":
         image_lock(Path(args[0]), Path(args[1]), Path(args[2]))
     else:
-        raise SystemExit(f"unknown command {command} (write-lock PIP_LOG IN OUT | gather LOCK DEST MISSING SOURCE... | image-lock LOCK BUILT_WHEELS OUT)")
+        raise SystemExit(
+            f"unknown command {command} (write-lock PIP_LOG BASE_IN EXTRA_IN BASE_OUT EXTRA_OUT"
+            " | split LOCK BASE_IN EXTRA_IN BASE_OUT EXTRA_OUT FILES_DIR | gather LOCK DEST MISSING SOURCE..."
+            " | image-lock LOCK BUILT_WHEELS OUT)"
+        )

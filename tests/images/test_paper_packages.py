@@ -1,13 +1,14 @@
 """Every package of the full image's list (the GDPval paper's, images/sandbox/requirements.in) imports,
 in the image under podman and in the local runtime through a hardened bubblewrap sandbox.
 
-A missing image, runtime or podman fails with what to run; it never skips."""
+A missing image, runtime or podman fails with what to run; it never skips. The torch family
+(requirements-torch.in) is the full-torch flavour's: tests/images/test_paper_torch.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from support.paper_packages import IMPORT_SCRIPT, MODULES, REQUIREMENTS_IN, listed, parse_imports
+from support.paper_packages import IMPORT_SCRIPT, MODULES, REQUIREMENTS_IN, TORCH_REQUIREMENTS_IN, listed, parse_imports
 from support.sandbox_full import python_in_local_runtime, python_in_podman
 
 IMPORTS_TIMEOUT_S = 900
@@ -16,8 +17,9 @@ MODULE_NAMES = sorted({MODULES[name] for name in LISTED if name in MODULES})
 
 
 def test_every_listed_package_has_its_module_named() -> None:
-    assert len(LISTED) > 140
-    assert sorted(set(LISTED) - set(MODULES)) == [] and sorted(set(MODULES) - set(LISTED)) == []
+    both = LISTED + listed(TORCH_REQUIREMENTS_IN.read_text())
+    assert len(both) > 140
+    assert sorted(set(both) - set(MODULES)) == [] and sorted(set(MODULES) - set(both)) == []
 
 
 @pytest.fixture(scope="module", params=["local", "podman"])

@@ -1,5 +1,6 @@
 """The Python packages of the full sandbox image (images/sandbox/requirements.in: the GDPval paper's
-list plus a few of ours) and the module each is imported as, for the tests that import them all.
+list plus a few of ours; requirements-torch.in: its torch family, the full-torch flavour's) and the
+module each is imported as, for the tests that import them all.
 
 IMPORT_SCRIPT runs inside a sandbox (podman or the local runtime): it imports every module in one
 interpreter, each in its own try, and prints one JSON object (module -> "ok" or the error's last lines).
@@ -13,9 +14,10 @@ import re
 from infra.paths import REPO_ROOT
 
 REQUIREMENTS_IN = REPO_ROOT / "images" / "sandbox" / "requirements.in"
+TORCH_REQUIREMENTS_IN = REPO_ROOT / "images" / "sandbox" / "requirements-torch.in"
 
-# Distribution name (PEP 503 form) -> the module a user imports. The test fails when requirements.in
-# names a package that is missing here, so a new package comes with its import.
+# Distribution name (PEP 503 form) -> the module a user imports. The test fails when either
+# requirements file names a package that is missing here, so a new package comes with its import.
 MODULES = {
     "aiohttp": "aiohttp",
     "anytree": "anytree",

@@ -29,12 +29,13 @@ def podman() -> list[str]:
     return [exe, "--log-level=error", *(["--runtime", runc] if runc else []), "--cgroup-manager=cgroupfs"]
 
 
-def image() -> str:
-    """$GDPVAL_SANDBOX_FULL_IMAGE, or the image this tree's Dockerfile, lock and tool server build."""
-    if os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE"):
+def image(flavour: str = "full") -> str:
+    """$GDPVAL_SANDBOX_FULL_IMAGE (for `full`), or the image of the flavour this tree's Dockerfile,
+    locks and tool server build."""
+    if flavour == "full" and os.environ.get("GDPVAL_SANDBOX_FULL_IMAGE"):
         return os.environ["GDPVAL_SANDBOX_FULL_IMAGE"]
-    tag = subprocess.run(["bash", str(BUILD), "tag"], capture_output=True, text=True)
-    assert tag.returncode == 0, f"cannot name the full sandbox image: {tag.stderr.strip()}"
+    tag = subprocess.run(["bash", str(BUILD), "tag", flavour], capture_output=True, text=True)
+    assert tag.returncode == 0, f"cannot name the {flavour} sandbox image: {tag.stderr.strip()}"
     return tag.stdout.strip()
 
 
@@ -48,10 +49,11 @@ def local_runtime() -> runtime.Runtime:
     return found
 
 
-def python_in_podman(script: str, args: list[str], timeout: float) -> str:
-    """Run a Python script in the image (uid 1000, no network) and return its output; it must exit 0."""
+def python_in_podman(script: str, args: list[str], timeout: float, ref: str | None = None) -> str:
+    """Run a Python script in the image (this tree's full one by default; uid 1000, no network) and
+    return its output; it must exit 0."""
     base = podman()
-    ref = image()
+    ref = ref or image()
     if subprocess.run([*base, "image", "exists", ref]).returncode != 0:
         pytest.fail(f"the full sandbox image {ref} is not built: {BUILD_IT}")
     # Explicit, modest rlimits: the ones podman picks by itself are refused on this VM.
@@ -66,9 +68,10 @@ def python_in_podman(script: str, args: list[str], timeout: float) -> str:
     return proc.stdout
 
 
-def python_in_local_runtime(script: str, args: list[str], workspace: Path, timeout: float) -> str:
-    """Run a Python script through the tool server of a hardened bubblewrap sandbox over the runtime."""
-    with LocalSandbox(workspace, {}, isolation="bwrap", system=local_runtime()) as box:
+def python_in_local_runtime(script: str, args: list[str], workspace: Path, timeout: float, system: runtime.Runtime | None = None) -> str:
+    """Run a Python script through the tool server of a hardened bubblewrap sandbox over a runtime
+    (this tree's full one by default)."""
+    with LocalSandbox(workspace, {}, isolation="bwrap", system=system or local_runtime()) as box:
         (workspace / "script.py").write_text(script)
         if box.owner is not None:  # a root runner's sandbox runs as its own host uid
             os.chown(workspace / "script.py", *box.owner)

@@ -40,11 +40,16 @@ def _checked(argv: list[str], what: str) -> str:
     return done.stdout.strip()
 
 
-def build_image() -> str:
-    """images/sandbox/build.sh build: the full image of this checkout (nothing to do when its tag exists)."""
+FLAVOURS = ("full", "full-torch")
+
+
+def build_image(flavour: str) -> str:
+    """images/sandbox/build.sh build: the flavour's image of this checkout (nothing to do when its tag exists)."""
+    if flavour not in FLAVOURS:
+        raise GdpvalError(f"--flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")
     if not BUILD_SCRIPT.is_file():
         raise GdpvalError(f"{BUILD_SCRIPT} is not there (not a source checkout): pass --image with a built full sandbox image")
-    done = subprocess.run(["bash", str(BUILD_SCRIPT), "build"], stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), "build", flavour], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise GdpvalError(f"{BUILD_SCRIPT} build failed (its log is above)")
     return done.stdout.strip().splitlines()[-1]
@@ -53,10 +58,13 @@ def build_image() -> str:
 @runtime_app.command("build")
 def build(
     image: Annotated[Optional[str], typer.Option(help="Unpack this podman image instead of building images/sandbox/Dockerfile.")] = None,
+    flavour: Annotated[
+        str, typer.Option(help="The image to build: full, or full-torch (with the paper's torch family, about 5 GB more; images/sandbox/README.md).")
+    ] = "full",
 ) -> None:
     """Build the full sandbox image (or take --image) and unpack it for local runs, once per image digest."""
     started = time.monotonic()
-    ref = image or build_image()
+    ref = image or build_image(flavour)
     base = podman()
     digest = "sha256:" + _checked([*base, "image", "inspect", "--format", "{{.Id}}", ref], f"podman image inspect {ref}")
     env = runtime.image_env(json.loads(_checked([*base, "image", "inspect", "--format", "{{json .Config.Env}}", ref], "podman image inspect")))
