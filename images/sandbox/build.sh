@@ -79,6 +79,22 @@ ensure_base() {
   bash "$REPO_ROOT/hack/images.sh" base
 }
 
+# pip downloads one file at a time, and this PyPI mirror gave one connection about 1.8 MB/s and
+# answers each pin's index query slowly: the pins are shared round-robin among parallel downloads.
+DOWNLOADS="${GDPVAL_WHEEL_DOWNLOADS:-6}"
+download() {
+  local pins="$1" dest="$2" part pids=() failed=0
+  split -n "r/$DOWNLOADS" -d "$pins" "$pins.part-"
+  for part in "$pins".part-*; do
+    [[ -s "$part" ]] || continue
+    nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --quiet --no-deps --require-hashes -d "$dest" -r "$part" >&2 &
+    pids+=("$!")
+  done
+  for part in "${pids[@]}"; do wait "$part" || failed=1; done
+  rm -f "$pins".part-*
+  [[ $failed == 0 ]] || die "downloading the pins of $pins failed (see above)"
+}
+
 # One wheel folder per lock file; reused until requirements.txt changes. Every file is checked
 # against the lock's hashes as it is downloaded; the pure-Python sdists among them are built into
 # wheels here, and requirements.image.txt pins those wheels by their own hash for the image.
@@ -93,10 +109,7 @@ wheels() {
     # Files the lock step downloaded are reused when their sha256 is the lock's; pip downloads the
     # rest (asking the index about all 423 pins took over 12 minutes here even with every file present).
     nice -n 10 "$PYTHON" "$HERE/lockfile.py" gather "$lock" "$dir/sdists" "$dir/missing.txt" "$LOCK_DOWNLOADS" "$STATE"/wheels/*/
-    if [[ -s "$dir/missing.txt" ]]; then
-      nice -n 10 env -u PIP_FIND_LINKS "$PYTHON" -m pip download --quiet --no-deps --require-hashes \
-        -d "$dir/sdists" -r "$dir/missing.txt" >&2
-    fi
+    [[ -s "$dir/missing.txt" ]] && download "$dir/missing.txt" "$dir/sdists"
     find "$dir/sdists" -name '*.whl' -exec mv -t "$dir/" {} +
     # One build environment for all the sdists (setuptools builds every one of them), not pip's
     # isolated one per sdist: that asked the index for setuptools again each time, a minute apiece here.
@@ -105,7 +118,8 @@ wheels() {
       env -u PIP_FIND_LINKS "$dir/build-env/bin/pip" install --quiet setuptools wheel >&2
       # No compiler (CC=false): an sdist whose C extension is optional (thrift's) falls back to pure
       # Python, as the image would have it; one whose extension is not optional fails the build.
-      nice -n 10 env -u PIP_FIND_LINKS CC=false CXX=false "$dir/build-env/bin/pip" wheel --quiet --no-deps --no-build-isolation \
+      # SOURCE_DATE_EPOCH fixes the wheels' zip timestamps, so the same sdist builds the same bytes.
+      nice -n 10 env -u PIP_FIND_LINKS CC=false CXX=false SOURCE_DATE_EPOCH=315532800 "$dir/build-env/bin/pip" wheel --quiet --no-deps --no-build-isolation \
         -w "$dir/built" "$dir"/sdists/* >&2
       rm -rf "$dir/build-env"
     fi
