@@ -161,12 +161,21 @@ take_lock() {
   flock 9
 }
 
+# podman build of one Dockerfile target from the staged context: TARGET CACHE_FLAG LOG [ARGS...].
+podman_build() {
+  local target="$1" cache_flag="$2" build_log="$3"
+  shift 3
+  nice -n 10 podman build --network=host --pull=never "$cache_flag" --build-arg "BASE=$BASE_REF" --target "$target" \
+    -f "$ctx/Dockerfile" "$@" "$ctx" >"$build_log" 2>&1 ||
+    { tail -30 "$build_log" >&2; die "podman build --target $target failed (log: $build_log)"; }
+}
+
 build() {
   local cache_flag="${1:---layers}"
   [[ -f "$TOOLSERVER" ]] || die "missing $TOOLSERVER"
   take_lock
   ensure_base
-  local started ctx wheel_dir ref seconds size
+  local started ctx wheel_dir torch_dir ref seconds size
   started=$(date +%s)
   ref="$(content_ref)"
   if podman image exists "$ref" && [[ "$cache_flag" == --layers ]]; then
@@ -175,13 +184,23 @@ build() {
     ctx="$STATE/context"
     rm -rf "$ctx" && mkdir -p "$ctx" "$APT_CACHE/partial"
     cp "$HERE/Dockerfile" "$LOCK" "$TORCH_LOCK" "$HERE/pip-check.sh" "$TOOLSERVER" "$ctx/"
-    stage_wheels "$(wheels "$LOCK")" "$ctx/wheels"
-    if [[ "$FLAVOUR" == full ]]; then mkdir "$ctx/wheels-torch"; else stage_wheels "$(wheels "$TORCH_LOCK")" "$ctx/wheels-torch"; fi
     ln -s "$APT_CACHE" "$ctx/apt"
+    # The Debian stage needs no wheel: with the layer cache on, it builds while they download (on a
+    # fresh machine both take minutes), and the image's build then finds it cached.
+    local system=""
+    if [[ "$cache_flag" == --layers ]]; then
+      mkdir "$ctx/wheels" "$ctx/wheels-torch"
+      podman_build system "$cache_flag" "$STATE/build-system.log" &
+      system=$!
+    fi
+    wheel_dir="$(wheels "$LOCK")"
+    [[ "$FLAVOUR" == full ]] || torch_dir="$(wheels "$TORCH_LOCK")"
+    [[ -z "$system" ]] || wait "$system" || die "the Debian stage failed (log: $STATE/build-system.log)"
+    rm -rf "$ctx/wheels" "$ctx/wheels-torch"
+    stage_wheels "$wheel_dir" "$ctx/wheels"
+    if [[ "$FLAVOUR" == full ]]; then mkdir "$ctx/wheels-torch"; else stage_wheels "$torch_dir" "$ctx/wheels-torch"; fi
     log "building $ref (this takes a while)"
-    nice -n 10 podman build --runtime "$(command -v runc)" --network=host --pull=never "$cache_flag" --build-arg "BASE=$BASE_REF" --target "$FLAVOUR" \
-      -f "$ctx/Dockerfile" -t "$ref" "$ctx" >"$STATE/build.log" 2>&1 ||
-      { tail -30 "$STATE/build.log" >&2; die "podman build failed (log: $STATE/build.log)"; }
+    podman_build "$FLAVOUR" "$cache_flag" "$STATE/build.log" -t "$ref"
   fi
   podman tag "$ref" "$REPO:$FLAVOUR-dev"
   echo "$ref" >"$REF_FILE"
