@@ -36,9 +36,9 @@ def obs(ledger, pods=(), **kw) -> Observed:
     return Observed(**base)
 
 
-def pod(sample: str, ahead: bool = False, phase: str = "Running", attempt: int = 1) -> PodView:
+def pod(sample: str, ahead: bool = False, phase: str = "Running", attempt: int = 1, ready: bool = True) -> PodView:
     name = n.sample_pod_name("run", sample, attempt)
-    return PodView(name=name, component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=NOW - 30, ahead=ahead)
+    return PodView(name=name, component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=NOW - 30, ahead=ahead, ready=ready)
 
 
 def running(*samples: str) -> dict[str, Entry]:
@@ -76,11 +76,27 @@ def test_room_in_the_window_goes_to_the_next_pod_ahead_and_one_more_starts_ahead
     assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
 
 
-def test_a_running_pod_ahead_gets_the_go_before_one_still_starting():
+def test_a_ready_pod_ahead_gets_the_go_before_one_still_starting():
     ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
-    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, phase="Pending"), pod("t3-r0", ahead=True)]
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True)]
     plan = decide(obs(ledger, pods))
     assert plan.go_pods == [(n.sample_pod_name("run", "t3-r0", 1), 30.0)]
+
+
+def test_no_go_to_a_pod_ahead_not_ready_and_its_room_kept_for_it():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [] and plan.create_pods == []  # no pod created cold into the window beside them
+
+
+def test_a_pod_ahead_gets_the_go_once_ready():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    pods[1] = replace(pods[1], ready=True)
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t2-r0", 1), 30.0)]
+    assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
 
 
 def test_a_pod_given_its_go_counts_in_the_window():
@@ -115,6 +131,28 @@ def test_a_pod_ahead_waits_on_its_own_annotation_through_the_downward_api():
     assert parse_pod(built).ahead
 
 
+def test_a_pod_ahead_turns_ready_only_when_its_agent_waits_ready():
+    run = ctx(samples={"pendingTimeoutSeconds": 120})
+    agent = m.sample_pod(run, "t1", 1, ahead=True)["spec"]["containers"][0]
+    probe = agent["startupProbe"]
+    assert probe["exec"]["command"] == ["test", "-e", contract.READY_FILE]
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 120  # then stuck, as a pod Pending that long
+    assert "readinessProbe" not in agent and "httpGet" not in probe  # no port in the agent; nothing probed once it runs
+    assert contract.READY_FILE.startswith(contract.SCRATCH + "/")
+    (sandbox,) = [box for box in m.sample_pod(run, "t1", 1, ahead=True)["spec"]["initContainers"] if box["name"] == "sandbox"]
+    assert "scratch" not in {mount["name"] for mount in sandbox["volumeMounts"]}  # the model cannot say ready for the agent
+    assert "startupProbe" not in m.sample_pod(run, "t1", 1)["spec"]["containers"][0]
+
+
+def test_the_pod_view_reads_the_ready_condition():
+    built = m.sample_pod(ctx(), "t1", 1, ahead=True)
+    assert not parse_pod(built).ready
+    built["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]}
+    assert not parse_pod(built).ready
+    built["status"]["conditions"][0]["status"] = "True"
+    assert parse_pod(built).ready
+
+
 def test_a_pod_in_the_window_has_no_go_to_wait_for():
     run = ctx(agent={"sampleDeadlineSeconds": 600})
     built = m.sample_pod(run, "t1", 1)
@@ -140,13 +178,14 @@ def test_a_go_given_counts_before_the_watch_shows_it():
     assert memory.seen_go((replace(waiting, ahead=False),)) == (replace(waiting, ahead=False),) and memory.went == set()
 
 
-def test_the_agent_goes_on_the_go_and_refuses_anything_else(tmp_path):
-    go = tmp_path / "go"
+def test_the_agent_says_it_waits_ready_then_goes_on_the_go_and_refuses_anything_else(tmp_path):
+    go, ready = tmp_path / "go", tmp_path / "ready"
     go.write_text(contract.GO_VALUE)
-    wait_for_go(go)
+    wait_for_go(go, ready)
+    assert ready.exists()
     go.write_text("rm -rf /")
     with pytest.raises(GdpvalError, match="unexpected go signal"):
-        wait_for_go(go)
+        wait_for_go(go, ready)
 
 
 def test_the_rehearsal_before_the_go_sends_nothing():

@@ -27,6 +27,8 @@ from gdpval.storage import layout
 
 PREPARE_BACKOFF_LIMIT = 3
 JOB_DEADLINE_SECONDS = 6 * 3600
+# Seconds between two looks of the kubelet for the ready file of an agent started ahead (its startup probe).
+READY_PROBE_PERIOD = 1
 # Seconds a sample pod gets beyond the agent's own deadline: staging, sandbox start and the upload.
 POD_DEADLINE_MARGIN = 600
 
@@ -422,6 +424,8 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         env=agent_env,
         volumeMounts=[workspace, refs_ro, scratch, *go_mount],
     )
+    if ahead:
+        agent["startupProbe"] = ready_probe(ctx.spec)
     volumes = _volumes(ctx)
     if ahead:
         meta["annotations"][n.A_GO] = ""
@@ -444,6 +448,19 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
         spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def ready_probe(spec: GdpvalRunSpec) -> dict[str, Any]:
+    """The startup probe of the agent of a pod started ahead: it passes once the agent waits ready for its go
+    (contract.READY_FILE), which turns the pod Ready. An exec of `test`, not an HTTP check: the agent opens no
+    port, which the sandbox (same network) could reach; and a startup probe stops once it passes, so it costs
+    nothing while the sample runs. An agent not ready within spec.samples.pendingTimeoutSeconds is stuck, as a
+    pod that long Pending is: the kubelet ends it and the attempt counts as failed."""
+    return {
+        "exec": {"command": ["test", "-e", c.READY_FILE]},
+        "periodSeconds": READY_PROBE_PERIOD,
+        "failureThreshold": max(spec.samples.pending_timeout_seconds // READY_PROBE_PERIOD, 1),
+    }
 
 
 def go_patch(spec: GdpvalRunSpec, age: float) -> dict[str, Any]:

@@ -322,9 +322,11 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     waiting = _started_ahead(obs, plan, samples)
     in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
     room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
-    going = waiting[: max(room, 0)]
+    going = [pod for pod in waiting if pod.ready][: max(room, 0)]
     plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
-    room -= len(going)
+    # The rest of the room waits for the pods ahead still starting (their Ready brings a pass): each is
+    # nearer its first request than a pod created now would be.
+    room -= len(going) + (len(waiting) - len(going))
     # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
     unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
     wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
@@ -357,8 +359,8 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
 
 
 def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
-    """Live pods of in-flight attempts still waiting for their go: Running ones (their agent started) first, so a
-    go is not spent on a pod still starting while another waits ready; each part in queue order."""
+    """Live pods of in-flight attempts still waiting for their go, in queue order; only the Ready ones (their
+    agent waits ready: manifests.ready_probe) may be given it."""
     waiting: list[PodView] = []
     for pod in sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
@@ -368,7 +370,7 @@ def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[
     if not waiting:
         return waiting
     order = {sample: i for i, sample in enumerate(samples)}
-    return sorted(waiting, key=lambda pod: (pod.phase != "Running", order.get(pod.sample, len(order))))
+    return sorted(waiting, key=lambda pod: order.get(pod.sample, len(order)))
 
 
 def _failure_summary(t: Tally) -> str:
