@@ -10,7 +10,8 @@ Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--a
 
 `--ahead N` runs the run twice in one invocation (same cluster, MinIO, model and images), first as is,
 then with `spec.samples.startAhead: N`: a pod started ahead of its turn is timed from its go (the watch
-event that shows the operator's go annotation) to its first model request, a pod created straight into
+event that shows the operator's go annotation) to its first model request (its steps add when the watch
+first showed it Ready, its agent waiting), a pod created straight into
 the window from its creation as before. `--images` runs given, already imported images instead of
 building this tree's (a before/after pair side by side); `--floor` measures Kubernetes' own part
 instead: trivial pods (the sandbox image's bash opening one connection to the recorder) created -> that
@@ -98,6 +99,7 @@ class PodsSeen:
         self.added: dict[str, float] = {}
         self.ahead: set[str] = set()
         self.went: dict[str, float] = {}
+        self.ready: dict[str, float] = {}  # a pod started ahead: when the watch first showed it Ready (its agent waits)
         self.ips: dict[str, str] = {}
         self.last: dict[str, dict[str, Any]] = {}
 
@@ -113,6 +115,8 @@ class PodsSeen:
         go = (meta.get("annotations") or {}).get(n.A_GO)
         if go == "":
             self.ahead.add(meta["name"])
+            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []):
+                self.ready.setdefault(meta["name"], time.time())
         elif go is not None and meta["name"] in self.ahead:
             self.went.setdefault(meta["name"], time.time())
         if kind != "DELETED":
@@ -269,8 +273,10 @@ def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status:
 
 
 def _marks(seen: PodsSeen, pod: str, first: float) -> dict[str, float]:
-    """The pod's start steps after its creation; a pod started ahead also has its go."""
+    """The pod's start steps after its creation; a pod started ahead also has when it turned Ready and its go."""
     marks = measure.startup_marks(seen.last[pod], first)
+    if pod in seen.ready:
+        marks["ready"] = round(seen.ready[pod] - seen.added[pod], 3)
     if pod in seen.went:
         marks["go"] = round(seen.went[pod] - seen.added[pod], 3)
     return marks
