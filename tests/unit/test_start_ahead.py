@@ -17,7 +17,7 @@ from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import PodView, parse_pod
-from gdpval.controller.types import Observed
+from gdpval.controller.types import Observed, Probe
 from gdpval.errors import GdpvalError
 from gdpval.runner.pod import wait_for_go
 from support.run_context import ctx
@@ -116,6 +116,64 @@ def test_no_go_and_no_pods_ahead_while_suspended():
     ledger = {**running("t1-r0", "t2-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
     plan = decide(obs(ledger, [pod("t1-r0"), pod("t2-r0", ahead=True)], spec=spec().model_copy(update={"suspend": True})))
     assert plan.go_pods == [] and plan.ahead == set()
+
+
+def _waiting_ahead(budget: dict | None = None, **kw):
+    """t0 in the window, t1 in the window with its go seen, t2 and t3 ahead (t3 still starting): the spec's budget, if any."""
+    ledger = running("t0-r0", "t1-r0", "t2-r0", "t3-r0")
+    pods = [pod("t0-r0"), pod("t1-r0"), pod("t2-r0", ahead=True), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    base = spec() if budget is None else spec().model_copy(update={"budget": budget})
+    return obs(ledger | kw.pop("ledger", {}), pods, spec=kw.pop("spec", base), **kw)
+
+
+AHEAD = [n.sample_pod_name("run", s, 1) for s in ("t2-r0", "t3-r0")]
+
+
+def test_a_spent_budget_deletes_the_pods_ahead_and_queues_their_attempts_unspent():
+    tokens = {"t7-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1), input_tokens=900, output_tokens=200)}
+    spent = GdpvalRunSpec.model_validate(spec().model_dump(by_alias=True) | {"budget": {"runTokens": 1000}})
+    plan = decide(_waiting_ahead(ledger=tokens, spec=spent))
+    assert plan.reason == "BudgetExhausted" and sorted(plan.delete_pods) == AHEAD and plan.create_pods == []
+    assert {s: plan.ledger[s] for s in ("t2-r0", "t3-r0")} == {s: Entry(1, Outcome.queued) for s in ("t2-r0", "t3-r0")}
+    assert [e.reason for e in plan.notes] == ["PodsAheadDeleted"] and plan.tally.pending == 5  # queued: pending, not failed
+    assert plan.ledger["t0-r0"].outcome == Outcome.running  # pods running their sample are not touched
+
+
+def test_an_outage_keeps_the_pods_ahead_for_the_patience_of_a_running_sample_then_queues_them():
+    hold = spec().samples.outage_hold_seconds
+    held = {"t5-r0": Entry(1, Outcome.running).hold(NOW - 10)}
+    early = decide(_waiting_ahead(ledger=held))
+    assert early.reason == "ModelUnavailable" and early.delete_pods == [] and NOW - 10 + hold in early.wake_at
+    late = decide(_waiting_ahead(ledger=held, now=NOW - 10 + hold))
+    assert sorted(late.delete_pods) == AHEAD and late.ledger["t2-r0"].outcome == Outcome.queued
+    assert late.create_pods == [("t5-r0", 1)] and late.ahead == set()  # the outage's probe pod alone
+
+
+def test_a_suspended_run_queues_its_pods_ahead_and_pauses_the_rest():
+    plan = decide(_waiting_ahead(spec=spec().model_copy(update={"suspend": True})))
+    assert sorted(plan.delete_pods) == sorted([*AHEAD, *(n.sample_pod_name("run", s, 1) for s in ("t0-r0", "t1-r0"))])
+    assert [plan.ledger[s].outcome for s in ("t0-r0", "t1-r0", "t2-r0", "t3-r0")] == [Outcome.paused] * 2 + [Outcome.queued] * 2
+
+
+def test_on_resume_queued_attempts_start_again_in_their_turn_under_their_number():
+    ledger = {"t0-r0": Entry(1, Outcome.paused), "t1-r0": Entry(1, Outcome.paused), "t2-r0": Entry(1, Outcome.queued)}
+    ledger["t3-r0"] = Entry(2, Outcome.queued, pods=2)  # a retry
+    first = decide(obs(ledger, probes={("t0-r0", 1): Probe(), ("t1-r0", 1): Probe()}))
+    assert first.create_pods == [("t0-r0", 1), ("t1-r0", 1)]  # the paused ones fill the window; nothing beyond it
+    after = decide(obs(first.ledger, [pod("t0-r0"), pod("t1-r0")]))
+    assert after.create_pods == [("t2-r0", 1), ("t3-r0", 2)] and after.ahead == {("t2-r0", 1), ("t3-r0", 2)}
+    assert after.ledger["t3-r0"] == Entry(2, Outcome.running, pods=3)  # the same attempt: nothing spent
+
+
+def test_a_queued_attempt_waits_for_its_last_pod_to_go():
+    ledger = {**running("t0-r0", "t1-r0"), "t2-r0": Entry(1, Outcome.queued)}
+    plan = decide(obs(ledger, [pod("t0-r0"), pod("t1-r0"), pod("t2-r0", ahead=True, phase="Failed")]))
+    assert ("t2-r0", 1) not in plan.create_pods  # its next pod has the same name
+
+
+def test_a_queued_entry_survives_the_ledger_encoding():
+    entry = Entry(3, Outcome.running, pods=4).queue()
+    assert Entry.decode(entry.encode()) == entry and not entry.ended_attempt
 
 
 def test_a_pod_ahead_waits_on_its_own_annotation_through_the_downward_api():
