@@ -110,7 +110,7 @@ def test_overrides_apply():
     job = m.prepare_job(c)
     job_spec = job["spec"]["template"]["spec"]
     assert "runtimeClassName" not in job_spec and job_spec["tolerations"] == [{"key": "eval", "operator": "Exists"}]
-    assert job_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+    assert job_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
     assert job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
 
 
@@ -144,6 +144,19 @@ def test_prepare_job_receives_the_run_settings_as_json():
 def test_pod_deadline_leaves_room_to_stage_and_upload(agent, pod):
     c = ctx(agent={"sampleDeadlineSeconds": agent})
     assert m.sample_pod(c, "s-r0", 1)["spec"]["activeDeadlineSeconds"] == pod
+
+
+@pytest.mark.parametrize("build", [m.prepare_job, m.assemble_job])
+def test_the_prepare_and_assemble_jobs_request_cpu_and_memory_by_default_and_the_chart_and_spec_override(build):
+    def resources(c: m.RunContext) -> dict:
+        return build(c)["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+    assert resources(ctx()) == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}  # Burstable, not BestEffort
+    chart = PodDefaults.model_validate({"resources": {"jobs": {"requests": {"cpu": "1"}, "limits": {"memory": "4Gi"}}}})
+    assert resources(dataclasses.replace(ctx(), pod_defaults=chart)) == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "4Gi"}}
+    small = ctx(pod={"resources": {"jobs": {"limits": {"memory": "128Mi", "cpu": "500m"}}}})
+    lowered = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"memory": "128Mi", "cpu": "500m"}}  # requests within the limits
+    assert resources(dataclasses.replace(small, pod_defaults=chart)) == lowered
 
 
 def test_assemble_job():

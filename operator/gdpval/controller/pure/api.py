@@ -199,7 +199,9 @@ class ResourcesSpec(SettingsModel):
         default=None, description="The sandbox container, where the model's commands run; its memory, cpu and ephemeral-storage limits default to spec.sandbox."
     )
     stage: Resources | None = Field(default=None, description="The init container that stages reference files.")
-    jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
+    jobs: Resources | None = Field(
+        default=None, description="The prepare and assemble Jobs (the operator's own: requests cpu 200m, memory 256Mi; limits memory 2Gi) and the judge Job."
+    )
 
 
 class VolumeSizes(SettingsModel):

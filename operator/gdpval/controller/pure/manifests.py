@@ -55,6 +55,10 @@ DEFAULT_VOLUMES = VolumeSizes(references="4Gi", scratch="1Gi")
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
 DEFAULT_LIMITS = {"stage": {"memory": "512Mi"}, "agent": {"memory": "1Gi"}, "sandbox": {}}
 SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
+# The prepare and assemble Jobs' own, below the chart's podDefaults.resources.jobs and spec.pod.resources.jobs: a CPU
+# request, or they are BestEffort (cgroup v1 cpu.shares 2: a prepare Job once ran 10 minutes on 1 s of CPU beside
+# other pods), and a memory limit well above what they hold (the tasks' parquet, then one file at a time).
+DEFAULT_JOB_RESOURCES = Resources(requests={"cpu": "200m", "memory": "256Mi"}, limits={"memory": "2Gi"})
 
 # Cloud metadata services (instance credentials) answer on link-local addresses: no sample pod
 # reaches them, whatever spec.sandbox.network says.
@@ -232,7 +236,10 @@ def settings_json(spec: GdpvalRunSpec) -> str:
     return json.dumps(RunSettings.of(spec).wire(), sort_keys=True, ensure_ascii=False)
 
 
-def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+def _job(
+    ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]], ours: Resources | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Job of one container of the agent image; its resources are `ours` < the chart's podDefaults < spec.pod.resources.jobs."""
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
     env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
     container = _container(
@@ -240,7 +247,7 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
         component,
         ctx.agent_image,
         args,
-        _merge(ctx.pod_defaults.resources.jobs, ctx.spec.pod.resources.jobs),
+        _merge(ours, ctx.pod_defaults.resources.jobs, ctx.spec.pod.resources.jobs),
         env=env,
         volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
     )
@@ -270,12 +277,12 @@ def prepare_job(ctx: RunContext) -> dict[str, Any]:
     args = ["gdpval", "prepare", "--run-name", ctx.storage_name, "--owner", owner, "--cache-dir", c.CACHE_DIR]
     env = [{"name": c.SETTINGS_ENV, "value": settings_json(ctx.spec)}]
     conflict = {"action": "FailJob", "onExitCodes": {"containerName": n.COMPONENT_PREPARE, "operator": "In", "values": [c.EXIT_RUN_CONFLICT]}}
-    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env, podFailurePolicy={"rules": [conflict]})
+    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env, DEFAULT_JOB_RESOURCES, podFailurePolicy={"rules": [conflict]})
 
 
 def assemble_job(ctx: RunContext) -> dict[str, Any]:
     args = ["gdpval", "submission", "build", *_common_args(ctx)]
-    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [])
+    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [], DEFAULT_JOB_RESOURCES)
 
 
 def judge_job(ctx: RunContext) -> dict[str, Any]:
