@@ -50,6 +50,7 @@ from support.operator import Kube, OperatorProcess, install_crd, restricted_name
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 SAMPLE_TASKS = 12
+SLOW_GO_S = 2.0  # a pod started ahead this long from its go to its first request is listed with its steps
 
 
 class Recorder(socketserver.ThreadingTCPServer):
@@ -268,6 +269,8 @@ def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status:
         cold = [pod for pod in firsts if pod not in seen.went]
         ahead_figure = _figure([delays[p] for p in ahead])
         out["started_ahead"] = {"pods": len(ahead), "go_to_first_model_request": ahead_figure, "steps_p50_s": steps([marks[p] for p in ahead])}
+        slow = sorted((p for p in ahead if delays[p] > SLOW_GO_S), key=lambda p: -delays[p])
+        out["started_ahead"]["slow"] = [{"pod": p, "go_to_first_model_request": round(delays[p], 3), "steps_s": marks[p]} for p in slow]
         out["created_in_window"] = {"pods": len(cold), "created_to_first_model_request": _figure([delays[p] for p in cold])}
     return out
 
