@@ -138,11 +138,11 @@ def judge_sample(
         references, _ = render(inputs.references(entry, Path(tmp) / "references"))
     request = prompt.messages(task.prompt, result.deliverable_text, views, items, references)
     scores, tries, error, usage = ask(client, options, request, items)
-    summaries = [view.summary for view in views]
+    seen = {"views": [view.summary for view in views], "renderers": sorted({v.renderer for v in views + references if v.renderer})}
     if scores is None:
-        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, views=summaries, usage=usage)
+        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, usage=usage, **seen)
     points = sum(s.score for s in scores)
-    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, views=summaries, usage=usage)
+    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, usage=usage, **seen)
 
 
 def _result(storage: Storage, run: str, sample: str, committed: Committed | None) -> SampleResult | None:
