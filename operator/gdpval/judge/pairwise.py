@@ -215,6 +215,7 @@ def _ask_both(
             ours = spent_on(earlier, digests[order])
             replies[order] = cached.model_copy(update={"order": order, "cached": True, "usage": ours if ours.calls else Usage(cached_calls=1)})
     views: dict[str, list[View]] = {}
+    reference_views: list[View] = []
     seconds = 0.0
     if len(replies) < len(orders):
         reference_views, seconds = render(references)
@@ -235,7 +236,7 @@ def _ask_both(
     first, second = replies["ours-first"], replies["theirs-first"]
     summaries = [f"{side}: {v.summary}" for side, side_views in views.items() for v in side_views]
     pages = store_pages(storage, views, roots)
-    renderers = sorted({v.renderer for side_views in views.values() for v in side_views})
+    renderers = sorted({v.renderer for shown in [reference_views, *views.values()] for v in shown if v.renderer})  # as the rubric judge's
     update: dict[str, Any] = {"replies": [first, second], "views": summaries, "pages": pages, "renderers": renderers, "convert_seconds": round(seconds, 3)}
     if first.preferred is None or second.preferred is None:
         return base.model_copy(update={**update, "error": first.error or second.error})
