@@ -167,6 +167,22 @@ def test_assemble_job():
     assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
+def test_the_assemble_jobs_check_renders_in_the_same_sidecar_as_the_judge():
+    """One builder serves both: the assemble Job gets the judge's render sidecar (the run's sandbox image), its volumes
+    and the env naming it, so `gdpval check` there counts pages as locally; the sidecar holds no credential."""
+    c = ctx(judge={"model": "judge-x", "baseURL": "http://10.250.0.1:8000/v1"})
+    assemble, judge = (job["spec"]["template"]["spec"] for job in (m.assemble_job(c), m.judge_job(c)))
+    assert assemble["initContainers"] == judge["initContainers"] and assemble["volumes"] == judge["volumes"]
+    token, sidecar = assemble["initContainers"]
+    assert sidecar["image"] == "sandbox:1" and sidecar["restartPolicy"] == "Always" and "env" not in token
+    assert sidecar["env"] == [{"name": "HOME", "value": contract.SCRATCH}] and not secret_refs(sidecar)
+    [main] = assemble["containers"]
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env[contract.RENDER_URL_ENV] == contract.SANDBOX_URL and env[contract.RENDER_IMAGE_ENV] == "sandbox:1"
+    assert {v["name"] for v in main["volumeMounts"]} == {"scratch", "render", "render-token"} and "OPENAI_API_KEY" not in env
+    assert [v for v in main["volumeMounts"] if v["name"] == "render-token"][0]["readOnly"]
+
+
 def test_every_step_of_a_run_uses_its_own_folder_and_a_run_started_before_keeps_its_name():
     c = ctx()
     pod = containers(m.sample_pod(c, "s-r0", 1))

@@ -281,25 +281,32 @@ def prepare_job(ctx: RunContext) -> dict[str, Any]:
 
 
 def assemble_job(ctx: RunContext) -> dict[str, Any]:
+    """`gdpval submission build`, whose readiness check opens each deliverable in a render sidecar, as the judge does."""
     args = ["gdpval", "submission", "build", *_common_args(ctx)]
-    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [], DEFAULT_JOB_RESOURCES)
+    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [], DEFAULT_JOB_RESOURCES))
 
 
 def judge_job(ctx: RunContext) -> dict[str, Any]:
     """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY; files rendered in a
-    sidecar of the run's sandbox image (render_sidecar)."""
+    sidecar of the run's sandbox image (with_render_sidecar)."""
     judge = ctx.spec.judge
     assert judge is not None, "a judge Job is only planned for a spec with a judge section"
     args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
-    env += [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}]
-    job = _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env))
+
+
+def with_render_sidecar(ctx: RunContext, job: dict[str, Any]) -> dict[str, Any]:
+    """`job` (the judge's or the assemble Job) rendering files in a sidecar of the run's sandbox image (render_sidecar):
+    its container told where the sidecar listens and which image it runs, sharing the render folder and the token."""
     pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["env"] = [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}, *container["env"]]
     render = {"name": "render", "mountPath": c.RENDER_DIR}
     token_ro = {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True}
-    pod["containers"][0]["volumeMounts"] += [render, token_ro]
+    container["volumeMounts"] += [render, token_ro]
     pod["initContainers"] = render_sidecar(ctx)
     pod["volumes"] += render_volumes()
     return job
@@ -322,8 +329,8 @@ def render_volumes() -> list[dict[str, Any]]:
 
 
 def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
-    """The judge pod's init containers: one writes a fresh tool-server token (no Secret, nothing in the spec), then the
-    run's sandbox image serves its tool server to the judge alone (native sidecar, loopback), with a read-only root,
+    """The init containers of a pod that renders (judge, assemble): one writes a fresh tool-server token (no Secret, nothing in the spec), then the
+    run's sandbox image serves its tool server to that pod's main container alone (native sidecar, loopback), with a read-only root,
     the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
     token = _container(
         ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
