@@ -427,6 +427,30 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
 
+def test_a_run_out_of_budget_keeps_no_pod_ahead_and_a_raised_budget_starts_them_again(env):
+    """Spent budget: the pods ahead are deleted (Event PodsAheadDeleted), their attempts unspent; the pod in the window
+    finishes its sample. Raised: the same samples get pods again under attempt 1, ahead of their turn."""
+    name, parallelism, ahead = "spent", 2, 2
+    env.create(name, parallelism=parallelism, samples={"startAhead": ahead}, budget={"runTokens": 10})
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    samples = env.prepare(name, 6)
+    first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
+    waiting = {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)}
+    assert waiting == set(samples[2:4])
+    env.finish_pod(next(p for p in first if p.metadata.annotations["gdpval.io/sample-id"] == samples[0]), "ok")  # 10 tokens: spent
+    _wait(lambda: env.condition(name, "BudgetExhausted").get("status") == "True", 30, "BudgetExhausted")
+    left = _wait(lambda: not any(_waiting_for_go(p) for p in env.pods(name)) and env.pods(name), 30, "the pods ahead deleted")
+    assert [p.metadata.annotations["gdpval.io/sample-id"] for p in left if p.status.phase == "Pending"] == [samples[1]], "the window's pod runs on"
+    events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+    assert any(e.reason == "PodsAheadDeleted" and "budget" in e.message for e in events)
+    env.patch(name, {"budget": {"runTokens": 1000}})
+    live = lambda: [p for p in env.pods(name) if p.status.phase == "Pending"]  # noqa: E731
+    again = _wait(lambda: len(live()) == parallelism + ahead and live(), 30, "the window and the pods ahead again")
+    assert {(p.metadata.annotations["gdpval.io/sample-id"], p.metadata.labels["gdpval.io/attempt"]) for p in again} == {(s, "1") for s in samples[1:5]}
+    assert {p.metadata.annotations["gdpval.io/sample-id"] for p in again if _waiting_for_go(p)} == set(samples[3:5]), "queued first, unspent"
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
 def test_restricted_admission_accepts_sample_pods(env):
     """The namespace enforces `restricted`: the pods exist, so admission accepted them."""
     name = "restricted"
