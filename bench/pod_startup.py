@@ -10,7 +10,8 @@ Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--a
 
 `--ahead N` runs the run twice in one invocation (same cluster, MinIO, model and images), first as is,
 then with `spec.samples.startAhead: N`: a pod started ahead of its turn is timed from its go (the watch
-event that shows the operator's go annotation) to its first model request, a pod created straight into
+event that shows the operator's go annotation) to its first model request (its steps add when the watch
+first showed it Ready, its agent waiting), a pod created straight into
 the window from its creation as before. `--images` runs given, already imported images instead of
 building this tree's (a before/after pair side by side); `--floor` measures Kubernetes' own part
 instead: trivial pods (the sandbox image's bash opening one connection to the recorder) created -> that
@@ -49,6 +50,7 @@ from support.operator import Kube, OperatorProcess, install_crd, restricted_name
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 SAMPLE_TASKS = 12
+SLOW_GO_S = 2.0  # a pod started ahead this long from its go to its first request is listed with its steps
 
 
 class Recorder(socketserver.ThreadingTCPServer):
@@ -98,6 +100,7 @@ class PodsSeen:
         self.added: dict[str, float] = {}
         self.ahead: set[str] = set()
         self.went: dict[str, float] = {}
+        self.ready: dict[str, float] = {}  # a pod started ahead: when the watch first showed it Ready (its agent waits)
         self.ips: dict[str, str] = {}
         self.last: dict[str, dict[str, Any]] = {}
 
@@ -113,6 +116,8 @@ class PodsSeen:
         go = (meta.get("annotations") or {}).get(n.A_GO)
         if go == "":
             self.ahead.add(meta["name"])
+            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []):
+                self.ready.setdefault(meta["name"], time.time())
         elif go is not None and meta["name"] in self.ahead:
             self.went.setdefault(meta["name"], time.time())
         if kind != "DELETED":
@@ -264,13 +269,17 @@ def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status:
         cold = [pod for pod in firsts if pod not in seen.went]
         ahead_figure = _figure([delays[p] for p in ahead])
         out["started_ahead"] = {"pods": len(ahead), "go_to_first_model_request": ahead_figure, "steps_p50_s": steps([marks[p] for p in ahead])}
+        slow = sorted((p for p in ahead if delays[p] > SLOW_GO_S), key=lambda p: -delays[p])
+        out["started_ahead"]["slow"] = [{"pod": p, "go_to_first_model_request": round(delays[p], 3), "steps_s": marks[p]} for p in slow]
         out["created_in_window"] = {"pods": len(cold), "created_to_first_model_request": _figure([delays[p] for p in cold])}
     return out
 
 
 def _marks(seen: PodsSeen, pod: str, first: float) -> dict[str, float]:
-    """The pod's start steps after its creation; a pod started ahead also has its go."""
+    """The pod's start steps after its creation; a pod started ahead also has when it turned Ready and its go."""
     marks = measure.startup_marks(seen.last[pod], first)
+    if pod in seen.ready:
+        marks["ready"] = round(seen.ready[pod] - seen.added[pod], 3)
     if pod in seen.went:
         marks["go"] = round(seen.went[pod] - seen.added[pod], 3)
     return marks

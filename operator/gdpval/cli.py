@@ -282,7 +282,7 @@ def sample_cmd(
 
 def _check(storage, run_name: str, console: Console):
     """Grading readiness of the run's deliverables (runs/<run>/check.json); each sample with a problem is printed."""
-    from gdpval.render.check import check_run
+    from gdpval.render.check import TEXT_ONLY, check_run
 
     def show(sample) -> None:
         if sample.problems or sample.fonts_substituted:
@@ -294,6 +294,8 @@ def _check(storage, run_name: str, console: Console):
     console.print(
         f"check: {ready} of {len(results.samples)} samples grading-ready ({results.grading_ready:.2f}), rendered by {results.renderer}", highlight=False
     )
+    if results.text_only:
+        console.print(f"check: TEXT ONLY: {TEXT_ONLY}", highlight=False, markup=False)
     return results
 
 

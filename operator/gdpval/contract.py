@@ -32,6 +32,10 @@ TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_KEY}"
 GO_DIR = "/run/gdpval-go"
 GO_FILE = f"{GO_DIR}/go"
 GO_VALUE = "go"
+# ...and, once it waits ready for its go (imports done, sandbox healthy, first request rehearsed), its agent
+# creates READY_FILE in its own /tmp (no other container of the pod writes there): the agent's startup probe
+# looks for it, so the pod turns Ready and the operator gives the go only to a pod that waits ready.
+READY_FILE = f"{SCRATCH}/gdpval-ready"
 # The judge Job renders files in a sidecar of the run's sandbox image (LibreOffice) through its tool server:
 # the judge copies each file and the worker into RENDER_DIR, shared with the sidecar; RENDER_URL_ENV names the
 # sidecar's tool server, RENDER_IMAGE_ENV its image (for the renderer's label); the token is made in the pod.

@@ -290,6 +290,11 @@ class Env:
         }
         self.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
 
+    def run_pod(self, pod, ready: bool) -> None:
+        """What the kubelet records once a pod's containers run: Ready once the agent's startup probe passed."""
+        condition = {"type": "Ready", "status": str(ready), "lastTransitionTime": _now()}
+        self.cp.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {"phase": "Running", "conditions": [condition]}})
+
     def committed(self, run: str) -> dict[str, list[tuple[int, str]]]:
         out: dict[str, list[tuple[int, str]]] = {}
         for key in self.storage.list(layout.samples(self.folder(run))):
@@ -315,10 +320,10 @@ def _check_invariants(env: Env, name: str, parallelism: int) -> None:
 
 
 def _pending_or_assembling(env: Env, name: str) -> list | str:
-    """The run's pending sample pods (what the test plays the kubelet for), or "Assembling" once none will come."""
+    """The run's live sample pods (what the test plays the kubelet for), or "Assembling" once none will come."""
     if env.status(name).get("state") == "Assembling":
         return "Assembling"
-    return [p for p in env.pods(name) if p.status.phase == "Pending" and not p.metadata.deletion_timestamp]
+    return [p for p in env.pods(name) if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
 
 
 def test_lifecycle_with_sigkills_between_every_step(env):
@@ -369,14 +374,26 @@ def _check_ahead(env: Env, name: str, parallelism: int, ahead: int) -> None:
     _check_invariants(env, name, parallelism + ahead)
 
 
-def _running_or_assembling(env: Env, name: str) -> list | str:
-    """The pods the test plays the kubelet for that may call the model (not waiting for a go), or "Assembling"."""
+def _running_or_assembling(env: Env, name: str, ready: set[str], queue: list[str]) -> list | str:
+    """The pods the test plays the kubelet for that may call the model (not waiting for a go), or "Assembling".
+    Pods waiting for their go run at once; when none may call and none waits Ready, the one last in queue order
+    turns Ready (its agent waits ready): those before it, Running but still starting, must not get the go."""
     pending = _pending_or_assembling(env, name)
-    return pending if pending == "Assembling" else [p for p in pending if not _waiting_for_go(p)]
+    if pending == "Assembling":
+        return pending
+    running = [p for p in pending if not _waiting_for_go(p)]
+    waiting = sorted((p for p in pending if _waiting_for_go(p)), key=lambda p: queue.index(p.metadata.annotations["gdpval.io/sample-id"]))
+    for pod in waiting:
+        if pod.status.phase == "Pending":
+            env.run_pod(pod, ready=False)
+    if not running and waiting and not any(p.metadata.name in ready for p in waiting):
+        env.run_pod(waiting[-1], ready=True)
+        ready.add(waiting[-1].metadata.name)
+    return running
 
 
 def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
-    """startAhead pods wait outside the window; a finished sample gives the next one its go (and its deadline),
+    """startAhead pods wait outside the window; a finished sample gives the next Ready one its go (and its deadline),
     through the real API server's merge patch, the operator killed at random points."""
     rng = random.Random(7)
     name, parallelism, ahead = "ahead", 2, 2
@@ -385,9 +402,10 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
     samples = env.prepare(name, 7)
     first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
     assert {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)} == set(samples[2:4])
-    went = set()
+    went: set[str] = set()
+    ready: set[str] = set()
     for _ in range(40):
-        live = _wait(lambda: _running_or_assembling(env, name), 60, "a pending sample pod past its go or the run assembling")
+        live = _wait(lambda: _running_or_assembling(env, name, ready, samples), 60, "a live sample pod past its go or the run assembling")
         if live == "Assembling":
             break
         running = list(live)
@@ -395,6 +413,7 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
             if "gdpval.io/go" in pod.metadata.annotations:
                 went.add(pod.metadata.annotations["gdpval.io/sample-id"])
                 assert pod.spec.active_deadline_seconds, "the go sets the deadline"
+                assert pod.metadata.name in ready, f"{pod.metadata.name} got its go before it was Ready"
         env.finish_pod(rng.choice(running), "ok")
         if rng.random() < 0.4:
             time.sleep(rng.random() * 0.6)
@@ -405,6 +424,30 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
     assert env.status(name).get("state") == "Assembling", f"not assembling: {env.status(name)}"
     assert went >= set(samples[2:4]), f"the first pods ahead never got their go: {went}"
     assert set(env.committed(name)) == set(samples)
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
+def test_a_run_out_of_budget_keeps_no_pod_ahead_and_a_raised_budget_starts_them_again(env):
+    """Spent budget: the pods ahead are deleted (Event PodsAheadDeleted), their attempts unspent; the pod in the window
+    finishes its sample. Raised: the same samples get pods again under attempt 1, ahead of their turn."""
+    name, parallelism, ahead = "spent", 2, 2
+    env.create(name, parallelism=parallelism, samples={"startAhead": ahead}, budget={"runTokens": 10})
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    samples = env.prepare(name, 6)
+    first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
+    waiting = {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)}
+    assert waiting == set(samples[2:4])
+    env.finish_pod(next(p for p in first if p.metadata.annotations["gdpval.io/sample-id"] == samples[0]), "ok")  # 10 tokens: spent
+    _wait(lambda: env.condition(name, "BudgetExhausted").get("status") == "True", 30, "BudgetExhausted")
+    left = _wait(lambda: not any(_waiting_for_go(p) for p in env.pods(name)) and env.pods(name), 30, "the pods ahead deleted")
+    assert [p.metadata.annotations["gdpval.io/sample-id"] for p in left if p.status.phase == "Pending"] == [samples[1]], "the window's pod runs on"
+    events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+    assert any(e.reason == "PodsAheadDeleted" and "budget" in e.message for e in events)
+    env.patch(name, {"budget": {"runTokens": 1000}})
+    live = lambda: [p for p in env.pods(name) if p.status.phase == "Pending"]  # noqa: E731
+    again = _wait(lambda: len(live()) == parallelism + ahead and live(), 30, "the window and the pods ahead again")
+    assert {(p.metadata.annotations["gdpval.io/sample-id"], p.metadata.labels["gdpval.io/attempt"]) for p in again} == {(s, "1") for s in samples[1:5]}
+    assert {p.metadata.annotations["gdpval.io/sample-id"] for p in again if _waiting_for_go(p)} == set(samples[3:5]), "queued first, unspent"
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
 

@@ -7,7 +7,7 @@ import json
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
-from gdpval.submission.readiness import load_check
+from gdpval.submission.readiness import GRADING_TEXT_ONLY, load_check
 from support import hostile, runs
 from support.cli import gdpval
 from support.standins import standin_bytes
@@ -40,21 +40,22 @@ def test_check_finds_unopenable_empty_and_missing_files_and_feeds_the_submission
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {"check": storage.url(layout.check_results(RUN)), "samples": 4, "grading_ready": 0.25, "ready": 1}
     check = load_check(storage, RUN)
-    assert check is not None and "host child" in check.renderer
+    assert check is not None and "host child" in check.renderer and check.text_only  # no runtime here: said, not silent
     by_task = {s.task_id: s for s in check.samples}
     assert by_task["good"].grading_ready and by_task["good"].asked == ["docx", "pdf"]
     assert [(f.name, f.opens, f.pages) for f in by_task["good"].files] == [("memo.docx", True, None), ("memo.pdf", True, 1)]
     assert by_task["wrong-type"].problems == ["notes.txt: empty (0 bytes)", "asked for a .xlsx file and none was made"]
     assert by_task["broken"].problems[0].startswith("deck.pptx: does not open: a zip bomb")
     assert by_task["never-ran"].problems == ["no committed attempt"]
-    assert "check broken" in done.stderr and "1 of 4 samples grading-ready" in done.stderr
+    assert "check broken" in done.stderr and "1 of 4 samples grading-ready" in done.stderr and "check: TEXT ONLY: no LibreOffice" in done.stderr
     status = gdpval("status", "--output", str(tmp_path / "out"), "--run-name", RUN, env=env)
-    assert "grading-ready (gdpval check): 25%" in status.stdout, status.stderr[-2000:]
+    assert "grading-ready (gdpval check): 25% (checked text only" in status.stdout, status.stderr[-2000:]
 
     built = gdpval("submission", "build", "--output", str(tmp_path / "out"), "--run-name", RUN, "--no-report", env=env)
     assert built.returncode == 0, built.stderr[-2000:]
     info = json.loads(built.stdout)
     assert info["grading_ready"] == 0.25 and info["packages"][0]["grading_ready"] == 0.25 and info["submission_ready"] == 0.75
+    assert info["packages"][0]["grading_text_only"] is True and GRADING_TEXT_ONLY in info["warnings"]
     again = runs.entries([runs.task("never-ran", prompt="Write a memo.")])[0]
     runs.commit(storage, RUN, again, 1, runs.succeeded(again, 1, {"memo.md": b"# Memo"}), {"memo.md": b"# Memo"})
     stale = gdpval("submission", "build", "--output", str(tmp_path / "out"), "--run-name", RUN, "--no-report", "--no-check", env=env)

@@ -70,6 +70,11 @@ def test_submission_info(storage):
     storage.put_text(f"{layout.submission('r')}/repeat-1/submission_info.json", json.dumps({"submission_ready": 1.0, "completed": 0.0, "counts": {"total": 1}}))
     sub = s3io.read_submission(storage, "r")
     assert sub.uri.endswith("/pre/runs/r/submission") and (sub.ready_rate, sub.completed_rate) == (1.0, 0.75)
+    assert (sub.grading_ready_rate, sub.grading_text_only) == (None, None)  # never checked: no figure
+    checked = {"submission_ready": 1.0, "completed": 1.0, "counts": {"total": 3}, "grading_ready": 0.5, "grading_text_only": True}
+    storage.put_text(f"{layout.submission('r')}/repeat-0/submission_info.json", json.dumps(checked))
+    sub = s3io.read_submission(storage, "r")
+    assert (sub.grading_ready_rate, sub.grading_text_only) == (0.5, True)
     assert sub.report_uri is None  # the assemble Job writes the report after the packages; it may have failed
     storage.put_text(layout.report("r"), "<!DOCTYPE html>")
     assert s3io.read_submission(storage, "r").report_uri == storage.url(layout.report("r"))

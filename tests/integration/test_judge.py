@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -11,6 +12,7 @@ from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL, load_results, load_scores
 from gdpval.judge.run import JudgeError, JudgeOptions, judge_run
 from gdpval.judge.usage import Prices
+from gdpval.render import child
 from gdpval.sandbox import runtime
 from gdpval.settings import OutputSettings
 from gdpval.storage import layout, open_storage
@@ -66,6 +68,8 @@ def test_every_file_type_is_judged_and_the_scores_are_cached(storage, judge_mode
     full = scores["all-types"]
     assert [v.split(":")[0] for v in full.views] == sorted(FILES)
     assert all(": other" not in v and "could not be read" not in v for v in full.views)
+    here = child.renderer_label(child.backend(os.environ))  # the runtime-less host child here: the score says so
+    assert [r.split(" ", 1)[1] for r in full.renderers] == [here] and "text only" in here, full.renderers
     assert full.max_points == 9 and full.points == sum(i.score for i in full.items) and all(0 <= i.score <= i.points for i in full.items)
     assert [i.criterion for i in full.items] == ["criterion 0 – “quoted”", "criterion 1 – “quoted”", "criterion 2 – “quoted”"]
     assert all(i.reason.startswith("scripted judge:") for i in full.items)

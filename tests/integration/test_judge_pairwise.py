@@ -91,7 +91,8 @@ def test_judging_again_reuses_verdicts_and_cached_calls(storage, dataset, tmp_pa
         assert again.reused == 4 and server.stats()["completions"] == 6
         storage.delete(layout.judge_pair(RUN, GOLD, first.results.samples[0].sample_id))
         rejudged = judge(storage, server, tmp_path)
-        assert server.stats()["completions"] == 6 and rejudged.results.usage.cached_calls == 2
+        assert server.stats()["completions"] == 6  # both orders from the call cache; they were this pair's calls: still its spend
+    assert rejudged.results.usage == first.results.usage and sum(r.cached for s in rejudged.results.samples for r in s.replies) == 2
     none = {s.sample_id: s for s in first.results.samples}[runs.entries(dataset.tasks[3:4])[0].sample.sample_id]
     assert (none.verdict, none.no_deliverable, none.replies) == ("loss", True, [])
     assert [s.verdict for s in rejudged.results.samples] == [s.verdict for s in first.results.samples]

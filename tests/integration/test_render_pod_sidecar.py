@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,15 @@ IMAGE = "localhost/gdpval-sandbox:test"
 
 @pytest.fixture
 def sidecar(tmp_path: Path) -> Iterator[child.PodSandbox]:
+    with serving(tmp_path, f"{Path(sys.executable).parent}:{os.environ['PATH']}") as pod:  # `python3` in commands: this interpreter
+        yield pod
+
+
+@contextmanager
+def serving(tmp_path: Path, path: str) -> Iterator[child.PodSandbox]:
     shared, token = tmp_path / "render", tmp_path / "token"
     shared.mkdir()
     token.write_text("pod-made-token\n")
-    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # `python3` in the server's commands: this interpreter
     argv = [sys.executable, toolserver.__file__, "--listen", "127.0.0.1:0", "--workspace", str(shared), "--token-file", str(token)]
     proc = subprocess.Popen(argv, env={"PATH": path}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -52,3 +58,17 @@ def test_a_sidecar_that_refuses_the_token_leaves_the_file_unrenderable(tmp_path,
     sidecar.token_file.write_text("not-the-token")
     with pytest.raises(child.LimitBroken, match="render sidecar failed: sandbox refused bash: 401"):
         child.run_worker(source, ".md", "notes.md", RenderLimits(), sidecar)
+
+
+def test_the_sidecar_is_asked_once_whether_its_image_has_libreoffice(tmp_path):
+    """A sidecar image without soffice on its PATH (slim) is text only; one with it (full) is used."""
+    bare, full = tmp_path / "bare", tmp_path / "full"
+    (full / "bin").mkdir(parents=True)
+    bare.mkdir()
+    soffice = full / "bin" / "soffice"
+    soffice.write_text("#!/bin/sh\n")
+    soffice.chmod(0o755)
+    with serving(bare, "/usr/bin:/bin") as slim:
+        assert child.has_office(slim) is False
+    with serving(full, f"{full / 'bin'}:/usr/bin:/bin") as office:
+        assert child.has_office(office) is True

@@ -110,7 +110,7 @@ def test_overrides_apply():
     job = m.prepare_job(c)
     job_spec = job["spec"]["template"]["spec"]
     assert "runtimeClassName" not in job_spec and job_spec["tolerations"] == [{"key": "eval", "operator": "Exists"}]
-    assert job_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+    assert job_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
     assert job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
 
 
@@ -146,12 +146,41 @@ def test_pod_deadline_leaves_room_to_stage_and_upload(agent, pod):
     assert m.sample_pod(c, "s-r0", 1)["spec"]["activeDeadlineSeconds"] == pod
 
 
+@pytest.mark.parametrize("build", [m.prepare_job, m.assemble_job])
+def test_the_prepare_and_assemble_jobs_request_cpu_and_memory_by_default_and_the_chart_and_spec_override(build):
+    def resources(c: m.RunContext) -> dict:
+        return build(c)["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+    assert resources(ctx()) == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}  # Burstable, not BestEffort
+    chart = PodDefaults.model_validate({"resources": {"jobs": {"requests": {"cpu": "1"}, "limits": {"memory": "4Gi"}}}})
+    assert resources(dataclasses.replace(ctx(), pod_defaults=chart)) == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "4Gi"}}
+    small = ctx(pod={"resources": {"jobs": {"limits": {"memory": "128Mi", "cpu": "500m"}}}})
+    lowered = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"memory": "128Mi", "cpu": "500m"}}  # requests within the limits
+    assert resources(dataclasses.replace(small, pod_defaults=chart)) == lowered
+
+
 def test_assemble_job():
     job = m.assemble_job(ctx())
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["gdpval", "submission", "build", "--run-name", "ns.demo-uid1", "--output", "s3://bucket/pre"]
     assert secret_refs(container) == {"s3creds"} and "OPENAI_API_KEY" not in env_names(container)
     assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_assemble_jobs_check_renders_in_the_same_sidecar_as_the_judge():
+    """One builder serves both: the assemble Job gets the judge's render sidecar (the run's sandbox image), its volumes
+    and the env naming it, so `gdpval check` there counts pages as locally; the sidecar holds no credential."""
+    c = ctx(judge={"model": "judge-x", "baseURL": "http://10.250.0.1:8000/v1"})
+    assemble, judge = (job["spec"]["template"]["spec"] for job in (m.assemble_job(c), m.judge_job(c)))
+    assert assemble["initContainers"] == judge["initContainers"] and assemble["volumes"] == judge["volumes"]
+    token, sidecar = assemble["initContainers"]
+    assert sidecar["image"] == "sandbox:1" and sidecar["restartPolicy"] == "Always" and "env" not in token
+    assert sidecar["env"] == [{"name": "HOME", "value": contract.SCRATCH}] and not secret_refs(sidecar)
+    [main] = assemble["containers"]
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env[contract.RENDER_URL_ENV] == contract.SANDBOX_URL and env[contract.RENDER_IMAGE_ENV] == "sandbox:1"
+    assert {v["name"] for v in main["volumeMounts"]} == {"scratch", "render", "render-token"} and "OPENAI_API_KEY" not in env
+    assert [v for v in main["volumeMounts"] if v["name"] == "render-token"][0]["readOnly"]
 
 
 def test_every_step_of_a_run_uses_its_own_folder_and_a_run_started_before_keeps_its_name():

@@ -177,9 +177,10 @@ def test_status_succeeded_with_submission():
 
     ledger = {s: lg.Entry(1, lg.Outcome.succeeded) for s in ("a-r0", "b-r0")}
     jobs = {"assemble": JobView("j", "assemble", 0, True, False, "", NOW)}
-    o = observed(ledger=ledger, jobs=jobs, submission=Submission("s3://b/p/runs/x/submission", 0.5, 0.25, "s3://b/p/runs/x/report.html"))
+    submission = Submission("s3://b/p/runs/x/submission", 0.5, 0.25, "s3://b/p/runs/x/report.html", grading_ready_rate=0.5, grading_text_only=True)
+    o = observed(ledger=ledger, jobs=jobs, submission=submission)
     st = build_status(o, decide(o))
-    assert st.report_uri == "s3://b/p/runs/x/report.html"
+    assert st.report_uri == "s3://b/p/runs/x/report.html" and (st.grading_ready_rate, st.grading_text_only) == (0.5, True)
     assert st.state == "Succeeded" and cond(st, "Ready").status == "True" and cond(st, "Succeeded").reason == "SubmissionReady"
     assert st.submission_uri == "s3://b/p/runs/x/submission" and (st.submission_ready_rate, st.completed_rate) == (0.5, 0.25) and st.completion_time
     assert transition_notes(GdpvalRunStatus(state="Assembling"), st)[0].reason == "Succeeded"

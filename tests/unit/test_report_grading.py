@@ -79,3 +79,10 @@ def test_readiness_lists_each_samples_problems_and_a_current_share():
     stale = grading(None, {}, check(ready, broken), {"s1": 2, "s2": 1})
     assert stale.readiness is not None and stale.readiness.grading_ready is None
     assert "not current" in grading_html(RUN, stale) and grading_html(RUN, grading(None, {}, None, {})) == ""
+    assert "text only" not in grading_html(RUN, stale)
+
+
+def test_a_text_only_check_says_so_in_the_report():
+    plain = check(SampleCheck(sample_id="s1", task_id="t1", attempt=1, grading_ready=True)).model_copy(update={"renderer": "host child", "text_only": True})
+    html = grading_html(RUN, grading(None, {}, plain, {"s1": 1}))
+    assert "Rendered by host child." in html and "<b>Checked text only</b> (no LibreOffice)" in html

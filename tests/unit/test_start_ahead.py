@@ -17,7 +17,7 @@ from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import PodView, parse_pod
-from gdpval.controller.types import Observed
+from gdpval.controller.types import Observed, Probe
 from gdpval.errors import GdpvalError
 from gdpval.runner.pod import wait_for_go
 from support.run_context import ctx
@@ -36,9 +36,9 @@ def obs(ledger, pods=(), **kw) -> Observed:
     return Observed(**base)
 
 
-def pod(sample: str, ahead: bool = False, phase: str = "Running", attempt: int = 1) -> PodView:
+def pod(sample: str, ahead: bool = False, phase: str = "Running", attempt: int = 1, ready: bool = True) -> PodView:
     name = n.sample_pod_name("run", sample, attempt)
-    return PodView(name=name, component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=NOW - 30, ahead=ahead)
+    return PodView(name=name, component="sample", sample=sample, attempt=attempt, phase=phase, deleting=False, created=NOW - 30, ahead=ahead, ready=ready)
 
 
 def running(*samples: str) -> dict[str, Entry]:
@@ -76,11 +76,27 @@ def test_room_in_the_window_goes_to_the_next_pod_ahead_and_one_more_starts_ahead
     assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
 
 
-def test_a_running_pod_ahead_gets_the_go_before_one_still_starting():
+def test_a_ready_pod_ahead_gets_the_go_before_one_still_starting():
     ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
-    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, phase="Pending"), pod("t3-r0", ahead=True)]
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True)]
     plan = decide(obs(ledger, pods))
     assert plan.go_pods == [(n.sample_pod_name("run", "t3-r0", 1), 30.0)]
+
+
+def test_no_go_to_a_pod_ahead_not_ready_and_its_room_kept_for_it():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [] and plan.create_pods == []  # no pod created cold into the window beside them
+
+
+def test_a_pod_ahead_gets_the_go_once_ready():
+    ledger = {**running("t1-r0", "t2-r0", "t3-r0"), "t0-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1))}
+    pods = [pod("t1-r0"), pod("t2-r0", ahead=True, ready=False), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    pods[1] = replace(pods[1], ready=True)
+    plan = decide(obs(ledger, pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t2-r0", 1), 30.0)]
+    assert plan.create_pods == [("t4-r0", 1)] and plan.ahead == {("t4-r0", 1)}
 
 
 def test_a_pod_given_its_go_counts_in_the_window():
@@ -102,6 +118,64 @@ def test_no_go_and_no_pods_ahead_while_suspended():
     assert plan.go_pods == [] and plan.ahead == set()
 
 
+def _waiting_ahead(budget: dict | None = None, **kw):
+    """t0 in the window, t1 in the window with its go seen, t2 and t3 ahead (t3 still starting): the spec's budget, if any."""
+    ledger = running("t0-r0", "t1-r0", "t2-r0", "t3-r0")
+    pods = [pod("t0-r0"), pod("t1-r0"), pod("t2-r0", ahead=True), pod("t3-r0", ahead=True, phase="Pending", ready=False)]
+    base = spec() if budget is None else spec().model_copy(update={"budget": budget})
+    return obs(ledger | kw.pop("ledger", {}), pods, spec=kw.pop("spec", base), **kw)
+
+
+AHEAD = [n.sample_pod_name("run", s, 1) for s in ("t2-r0", "t3-r0")]
+
+
+def test_a_spent_budget_deletes_the_pods_ahead_and_queues_their_attempts_unspent():
+    tokens = {"t7-r0": Entry(1, Outcome.succeeded, ended=int(NOW - 1), input_tokens=900, output_tokens=200)}
+    spent = GdpvalRunSpec.model_validate(spec().model_dump(by_alias=True) | {"budget": {"runTokens": 1000}})
+    plan = decide(_waiting_ahead(ledger=tokens, spec=spent))
+    assert plan.reason == "BudgetExhausted" and sorted(plan.delete_pods) == AHEAD and plan.create_pods == []
+    assert {s: plan.ledger[s] for s in ("t2-r0", "t3-r0")} == {s: Entry(1, Outcome.queued) for s in ("t2-r0", "t3-r0")}
+    assert [e.reason for e in plan.notes] == ["PodsAheadDeleted"] and plan.tally.pending == 5  # queued: pending, not failed
+    assert plan.ledger["t0-r0"].outcome == Outcome.running  # pods running their sample are not touched
+
+
+def test_an_outage_keeps_the_pods_ahead_for_the_patience_of_a_running_sample_then_queues_them():
+    hold = spec().samples.outage_hold_seconds
+    held = {"t5-r0": Entry(1, Outcome.running).hold(NOW - 10)}
+    early = decide(_waiting_ahead(ledger=held))
+    assert early.reason == "ModelUnavailable" and early.delete_pods == [] and NOW - 10 + hold in early.wake_at
+    late = decide(_waiting_ahead(ledger=held, now=NOW - 10 + hold))
+    assert sorted(late.delete_pods) == AHEAD and late.ledger["t2-r0"].outcome == Outcome.queued
+    assert late.create_pods == [("t5-r0", 1)] and late.ahead == set()  # the outage's probe pod alone
+
+
+def test_a_suspended_run_queues_its_pods_ahead_and_pauses_the_rest():
+    plan = decide(_waiting_ahead(spec=spec().model_copy(update={"suspend": True})))
+    assert sorted(plan.delete_pods) == sorted([*AHEAD, *(n.sample_pod_name("run", s, 1) for s in ("t0-r0", "t1-r0"))])
+    assert [plan.ledger[s].outcome for s in ("t0-r0", "t1-r0", "t2-r0", "t3-r0")] == [Outcome.paused] * 2 + [Outcome.queued] * 2
+
+
+def test_on_resume_queued_attempts_start_again_in_their_turn_under_their_number():
+    ledger = {"t0-r0": Entry(1, Outcome.paused), "t1-r0": Entry(1, Outcome.paused), "t2-r0": Entry(1, Outcome.queued)}
+    ledger["t3-r0"] = Entry(2, Outcome.queued, pods=2)  # a retry
+    first = decide(obs(ledger, probes={("t0-r0", 1): Probe(), ("t1-r0", 1): Probe()}))
+    assert first.create_pods == [("t0-r0", 1), ("t1-r0", 1)]  # the paused ones fill the window; nothing beyond it
+    after = decide(obs(first.ledger, [pod("t0-r0"), pod("t1-r0")]))
+    assert after.create_pods == [("t2-r0", 1), ("t3-r0", 2)] and after.ahead == {("t2-r0", 1), ("t3-r0", 2)}
+    assert after.ledger["t3-r0"] == Entry(2, Outcome.running, pods=3)  # the same attempt: nothing spent
+
+
+def test_a_queued_attempt_waits_for_its_last_pod_to_go():
+    ledger = {**running("t0-r0", "t1-r0"), "t2-r0": Entry(1, Outcome.queued)}
+    plan = decide(obs(ledger, [pod("t0-r0"), pod("t1-r0"), pod("t2-r0", ahead=True, phase="Failed")]))
+    assert ("t2-r0", 1) not in plan.create_pods  # its next pod has the same name
+
+
+def test_a_queued_entry_survives_the_ledger_encoding():
+    entry = Entry(3, Outcome.running, pods=4).queue()
+    assert Entry.decode(entry.encode()) == entry and not entry.ended_attempt
+
+
 def test_a_pod_ahead_waits_on_its_own_annotation_through_the_downward_api():
     built = m.sample_pod(ctx(agent={"sampleDeadlineSeconds": 600}), "t1", 1, ahead=True)
     assert built["metadata"]["annotations"][n.A_GO] == ""
@@ -113,6 +187,28 @@ def test_a_pod_ahead_waits_on_its_own_annotation_through_the_downward_api():
     assert "activeDeadlineSeconds" not in built["spec"]  # counted from the go
     assert built["spec"]["automountServiceAccountToken"] is False
     assert parse_pod(built).ahead
+
+
+def test_a_pod_ahead_turns_ready_only_when_its_agent_waits_ready():
+    run = ctx(samples={"pendingTimeoutSeconds": 120})
+    agent = m.sample_pod(run, "t1", 1, ahead=True)["spec"]["containers"][0]
+    probe = agent["startupProbe"]
+    assert probe["exec"]["command"] == ["test", "-e", contract.READY_FILE]
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 120  # then stuck, as a pod Pending that long
+    assert "readinessProbe" not in agent and "httpGet" not in probe  # no port in the agent; nothing probed once it runs
+    assert contract.READY_FILE.startswith(contract.SCRATCH + "/")
+    (sandbox,) = [box for box in m.sample_pod(run, "t1", 1, ahead=True)["spec"]["initContainers"] if box["name"] == "sandbox"]
+    assert "scratch" not in {mount["name"] for mount in sandbox["volumeMounts"]}  # the model cannot say ready for the agent
+    assert "startupProbe" not in m.sample_pod(run, "t1", 1)["spec"]["containers"][0]
+
+
+def test_the_pod_view_reads_the_ready_condition():
+    built = m.sample_pod(ctx(), "t1", 1, ahead=True)
+    assert not parse_pod(built).ready
+    built["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]}
+    assert not parse_pod(built).ready
+    built["status"]["conditions"][0]["status"] = "True"
+    assert parse_pod(built).ready
 
 
 def test_a_pod_in_the_window_has_no_go_to_wait_for():
@@ -140,13 +236,14 @@ def test_a_go_given_counts_before_the_watch_shows_it():
     assert memory.seen_go((replace(waiting, ahead=False),)) == (replace(waiting, ahead=False),) and memory.went == set()
 
 
-def test_the_agent_goes_on_the_go_and_refuses_anything_else(tmp_path):
-    go = tmp_path / "go"
+def test_the_agent_says_it_waits_ready_then_goes_on_the_go_and_refuses_anything_else(tmp_path):
+    go, ready = tmp_path / "go", tmp_path / "ready"
     go.write_text(contract.GO_VALUE)
-    wait_for_go(go)
+    wait_for_go(go, ready)
+    assert ready.exists()
     go.write_text("rm -rf /")
     with pytest.raises(GdpvalError, match="unexpected go signal"):
-        wait_for_go(go)
+        wait_for_go(go, ready)
 
 
 def test_the_rehearsal_before_the_go_sends_nothing():

@@ -44,6 +44,8 @@ class Submission:
     ready_rate: float | None = None
     completed_rate: float | None = None
     report_uri: str | None = None  # the assemble Job writes the report after the packages; absent if that failed
+    grading_ready_rate: float | None = None  # the assemble Job's `gdpval check`, when it checked every package
+    grading_text_only: bool | None = None  # that check had no LibreOffice (the run's sandbox image is not the full one)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class SampleScore(BaseModel):
     max_points: float = 0.0
     tries: int = 0
     views: list[str] = Field(default_factory=list)  # what each deliverable file was turned into
+    renderers: list[str] = Field(default_factory=list)  # what rendered the files the judge saw (deliverables and references), to reproduce a score
     usage: Usage = Field(default_factory=Usage)  # the judge's spend on this sample (none when read from the cache)
 
     @property

@@ -28,6 +28,7 @@ from gdpval.judge.gold import GoldIndex, ensure_gold
 from gdpval.judge.inputs import Fetched, Inputs, render
 from gdpval.judge.models import unfenced
 from gdpval.judge.run import ERROR_SHOWN, RETRIED_STATUSES, JudgeOptions, describe, read_run
+from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage, usage_of
 from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
@@ -174,7 +175,8 @@ def judge_pair(
         sides = {"ours": (_shown_answer(result.deliverable_text, our_files), our_files), "theirs": (_shown_answer(their_answer, their_files), their_files)}
         ours_pages = layout.judge_pages(ours.run, options.against)
         roots = {"ours": ours_pages, "theirs": layout.gold_pages(gold.dataset.key) if gold is not None and theirs is None else ours_pages}
-        return _ask_both(storage, base, task.prompt, references, sides, roots, client, options)
+        journal = Journal.of(storage, ours.run, f"pairwise-{options.against}", options.judge.model, sid)
+        return _ask_both(storage, base, task.prompt, references, sides, roots, client, options, journal)
 
 
 def _deliverables(inputs: Inputs, run: str, sample: str, committed: Committed, result: SampleResult, into: Path) -> list[Fetched]:
@@ -199,16 +201,21 @@ def _ask_both(
     roots: dict[str, str],
     client: openai.OpenAI,
     options: PairOptions,
+    journal: Journal,
 ) -> PairScore:
-    """Both orders, each from the call cache or the judge; views rendered only when a call is not cached."""
+    """Both orders, each from the call cache or the judge; views rendered only when a call is not cached. An order's
+    usage counts what its calls for this pair spent, before a kill too (the journal); a reply cached by another pair is free."""
     orders: list[tuple[Order, str, str]] = [("ours-first", "ours", "theirs"), ("theirs-first", "theirs", "ours")]
     digests = {order: call_digest(options.judge.model, task_prompt, references, sides[a], sides[b]) for order, a, b in orders}
+    earlier = journal.earlier()
     replies: dict[str, OrderReply] = {}
     for order, _, _ in orders:
         cached = read_call(storage, digests[order])
         if cached is not None:
-            replies[order] = cached.model_copy(update={"order": order, "cached": True, "usage": Usage(cached_calls=1)})
+            ours = spent_on(earlier, digests[order])
+            replies[order] = cached.model_copy(update={"order": order, "cached": True, "usage": ours if ours.calls else Usage(cached_calls=1)})
     views: dict[str, list[View]] = {}
+    reference_views: list[View] = []
     seconds = 0.0
     if len(replies) < len(orders):
         reference_views, seconds = render(references)
@@ -221,14 +228,15 @@ def _ask_both(
             request = prompt.pairwise_messages(
                 task_prompt, reference_views, prompt.Deliverable(sides[a][0], views[a]), prompt.Deliverable(sides[b][0], views[b])
             )
-            reply = ask_pairwise(client, options, request, order, digests[order])
+            reply = ask_pairwise(client, options, request, order, digests[order], journal.record)
+            reply.usage += spent_on(earlier, digests[order])  # tries of this order before a kill (a malformed reply is not cached)
             if reply.preferred is not None:
                 write_call(storage, reply)
             replies[order] = reply
     first, second = replies["ours-first"], replies["theirs-first"]
     summaries = [f"{side}: {v.summary}" for side, side_views in views.items() for v in side_views]
     pages = store_pages(storage, views, roots)
-    renderers = sorted({v.renderer for side_views in views.values() for v in side_views})
+    renderers = sorted({v.renderer for shown in [reference_views, *views.values()] for v in shown if v.renderer})  # as the rubric judge's
     update: dict[str, Any] = {"replies": [first, second], "views": summaries, "pages": pages, "renderers": renderers, "convert_seconds": round(seconds, 3)}
     if first.preferred is None or second.preferred is None:
         return base.model_copy(update={**update, "error": first.error or second.error})
@@ -264,14 +272,22 @@ class _Reply(BaseModel):
     better: str
 
 
-def ask_pairwise(client: openai.OpenAI, options: PairOptions, request: list[dict[str, Any]], order: Order, digest: str) -> OrderReply:
-    """One order's call, retried on server errors and malformed replies; the last error when every try failed."""
+Record = Callable[[Usage, str], None]
+
+
+def ask_pairwise(
+    client: openai.OpenAI, options: PairOptions, request: list[dict[str, Any]], order: Order, digest: str, record: Record = lambda *_: None
+) -> OrderReply:
+    """One order's call, retried on server errors and malformed replies (each answered try `record`ed at once); the last
+    error when every try failed."""
     body: dict[str, Any] = {"model": options.judge.model, "messages": request, "response_format": wire.pairwise_response_format()}
     usage, error = Usage(), ""
     for attempt in range(1, options.judge.tries + 1):
         try:
             completion = client.with_options(timeout=options.judge.timeout_seconds).chat.completions.create(**body)
-            usage += usage_of(completion, options.judge.prices)
+            spent = usage_of(completion, options.judge.prices)
+            record(spent, digest)
+            usage += spent
             content = completion.choices[0].message.content if completion.choices else None
             try:
                 parsed = _Reply.model_validate_json(unfenced(content or ""))

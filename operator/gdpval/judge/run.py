@@ -22,6 +22,7 @@ from gdpval.errors import GdpvalError
 from gdpval.judge import prompt, wire
 from gdpval.judge.inputs import Inputs, render
 from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
+from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import load_scores, write_results, write_score
 from gdpval.judge.usage import Prices, Usage, usage_of
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
@@ -137,12 +138,15 @@ def judge_sample(
         views, _ = render(files)
         references, _ = render(inputs.references(entry, Path(tmp) / "references"))
     request = prompt.messages(task.prompt, result.deliverable_text, views, items, references)
-    scores, tries, error, usage = ask(client, options, request, items)
-    summaries = [view.summary for view in views]
+    journal = Journal.of(storage, run, "rubric", options.model, entry.sample.sample_id)
+    earlier = spent_on(journal.earlier())  # calls made for this sample before a kill: spent, never committed
+    scores, tries, error, usage = ask(client, options, request, items, journal.record)
+    usage = earlier + usage
+    seen = {"views": [view.summary for view in views], "renderers": sorted({v.renderer for v in views + references if v.renderer})}
     if scores is None:
-        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, views=summaries, usage=usage)
+        return SampleScore(**base, status="failed", error=error, max_points=most, tries=tries, usage=usage, **seen)
     points = sum(s.score for s in scores)
-    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, views=summaries, usage=usage)
+    return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, usage=usage, **seen)
 
 
 def _result(storage: Storage, run: str, sample: str, committed: Committed | None) -> SampleResult | None:
@@ -154,14 +158,19 @@ def _result(storage: Storage, run: str, sample: str, committed: Committed | None
         return None
 
 
-def ask(client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem]) -> tuple[list[ItemScore] | None, int, str, Usage]:
-    """The scores, the number of tries, the last error and what every try spent: retried on server errors and malformed replies."""
+def ask(
+    client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem], record: Callable[[Usage], None] = lambda _: None
+) -> tuple[list[ItemScore] | None, int, str, Usage]:
+    """The scores, the number of tries, the last error and what every try spent (each answered try also `record`ed at
+    once): retried on server errors and malformed replies."""
     error, usage = "", Usage()
     body: dict[str, Any] = {"model": options.model, "messages": request, "response_format": wire.response_format()}
     for attempt in range(1, options.tries + 1):
         try:
             reply = client.with_options(timeout=options.timeout_seconds).chat.completions.create(**body)
-            usage += usage_of(reply, options.prices)
+            spent = usage_of(reply, options.prices)
+            record(spent)
+            usage += spent
             content = reply.choices[0].message.content if reply.choices else None
             return check_reply(content, items), attempt, "", usage
         except MalformedReply as exc:

@@ -6,6 +6,7 @@ later judge pays nothing for it), and gdpval.submission.readiness decides each s
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from gdpval.manifest import ManifestEntry
 from gdpval.render import view_file
-from gdpval.render.child import full_runtime, renderer_label
+from gdpval.render.child import backend, renderer_label, text_only
 from gdpval.render.view import View
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
@@ -22,18 +23,23 @@ from gdpval.submission.build import Committed, SubmissionError, committed_attemp
 from gdpval.submission.readiness import CheckResults, FileCheck, SampleCheck, sample_check, share
 
 OnSample = Callable[[SampleCheck], None]
+TEXT_ONLY = (
+    "no LibreOffice to render with (no full runtime here; in a cluster Job, a sandbox image without it): files were opened as text, "
+    "pages, sheets and slides not counted, fonts not checked; unpack the full runtime, or give the run the full sandbox image"
+)
 
 
 def check_run(storage: Storage, run: str, on_sample: OnSample | None = None) -> CheckResults:
     """Check every sample's committed deliverables; write and return runs/<run>/check.json."""
     _, entries = load_run(storage, run)
     attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    system = backend(os.environ)
     checks = []
     for entry in entries:
         checks.append(check_sample(storage, run, entry, attempts.get(entry.sample.sample_id)))
         if on_sample is not None:
             on_sample(checks[-1])
-    results = CheckResults(run_name=run, renderer=renderer_label(full_runtime()), samples=checks, grading_ready=share(checks))
+    results = CheckResults(run_name=run, renderer=renderer_label(system), text_only=text_only(system), samples=checks, grading_ready=share(checks))
     storage.put_bytes(layout.check_results(run), results.model_dump_json(indent=2).encode())
     return results
 

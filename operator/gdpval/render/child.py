@@ -79,13 +79,35 @@ def full_runtime() -> runtime.Runtime | None:
     return found if found is not None and found.root is not None and bwrap_status()[0] else None
 
 
-def backend(env: Mapping[str, str], local: Callable[[], runtime.Runtime | None] = full_runtime) -> Backend:
-    """Where files are rendered: the pod's sidecar when the judge Job names one, else the local full runtime, else the host child."""
+def backend(env: Mapping[str, str], local: Callable[[], runtime.Runtime | None] = full_runtime, office: Callable[[PodSandbox], bool] | None = None) -> Backend:
+    """Where files are rendered: the pod's sidecar when its Job names one and its image has LibreOffice, else the local
+    full runtime, else the host child (text only; a sidecar without LibreOffice, a slim image, falls back to it)."""
     url = env.get(contract.RENDER_URL_ENV, "")
     if url:
         image = env.get(contract.RENDER_IMAGE_ENV, "") or "the run's sandbox image"
-        return PodSandbox(url, Path(contract.RENDER_TOKEN_FILE), Path(contract.RENDER_DIR), image)
+        pod = PodSandbox(url, Path(contract.RENDER_TOKEN_FILE), Path(contract.RENDER_DIR), image)
+        return pod if (office or has_office)(pod) else None
     return local()
+
+
+def text_only(system: Backend) -> bool:
+    """Whether this backend renders without LibreOffice: no pages, sheets or slides counted, no fonts checked."""
+    return system is None
+
+
+@functools.cache
+def has_office(pod: PodSandbox) -> bool:
+    """Whether the sidecar's image has LibreOffice, asked once per process; a sidecar that cannot answer has none."""
+    try:
+        client = SandboxClient(pod.url, pod.token_file.read_text().strip())
+        _wait_ready(client)
+        found = client.call("bash", {"command": "command -v soffice"}, POD_READY_SECONDS).exit_code == 0
+    except (OSError, SandboxError, SandboxUnavailable) as exc:
+        log.warning("renderer: the render sidecar of image %s did not answer (%s): text only", pod.image, exc)
+        return False
+    if not found:
+        log.warning("renderer: image %s has no LibreOffice (not the full sandbox image): text only", pod.image)
+    return found
 
 
 def renderer_label(system: Backend) -> str:

@@ -53,6 +53,8 @@ class Readiness(BaseModel):
     grading_ready: float | None
     checked: int
     problems: list[Problem]
+    renderer: str = ""
+    text_only: bool = False  # no LibreOffice where the check ran: pages, sheets and slides not counted
 
 
 class Grading(BaseModel):
@@ -93,7 +95,8 @@ def readiness(check: CheckResults, committed: dict[str, int | None]) -> Readines
     problems = [
         Problem(sample_id=c.sample_id, problems=c.problems, fonts_substituted=c.fonts_substituted) for c in check.samples if c.problems or c.fonts_substituted
     ]
-    return Readiness(grading_ready=current_share(check, committed), checked=len(check.samples), problems=problems)
+    share = current_share(check, committed)
+    return Readiness(grading_ready=share, checked=len(check.samples), problems=problems, renderer=check.renderer, text_only=check.text_only)
 
 
 def grading(results: PairResults | None, pngs: dict[str, bytes], check: CheckResults | None, committed: dict[str, int | None]) -> Grading:

@@ -90,7 +90,10 @@ def readiness_html(r: Readiness) -> str:
     share = _pct(r.grading_ready) if r.grading_ready is not None else "not current (run `gdpval check`)"
     rows = [[e(p.sample_id), "<br>".join(e(x) for x in p.problems) or "-", e(", ".join(p.fonts_substituted)) or "-"] for p in r.problems]
     problems = table(["sample", "problems", "fonts substituted"], rows) if rows else "<p>No sample has a problem.</p>"
-    return f"<h3>Grading readiness (gdpval check)</h3><p>grading-ready: <b>{share}</b> of {r.checked} checked sample(s).</p>{problems}"
+    how = f" Rendered by {e(r.renderer)}." if r.renderer else ""
+    if r.text_only:
+        how += " <b>Checked text only</b> (no LibreOffice): pages, sheets and slides were not counted, fonts not checked."
+    return f"<h3>Grading readiness (gdpval check)</h3><p>grading-ready: <b>{share}</b> of {r.checked} checked sample(s).{how}</p>{problems}"
 
 
 def grading_html(run: str, g: Grading) -> str:

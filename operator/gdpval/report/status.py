@@ -56,6 +56,7 @@ class RunStatus(BaseModel):
     failures: list[Failure] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     grading_ready: float | None = None  # from `gdpval check`, when it checked the committed attempts
+    grading_text_only: bool = False  # that check had no LibreOffice: nothing counted, no fonts checked
 
     @property
     def finished(self) -> bool:
@@ -71,7 +72,8 @@ class RunStatus(BaseModel):
             out.append("latest failures:")
             out += [f"  {f.sample_id} ({f.sector}): {f.reason}: {' '.join(f.error.split())[:200]}" for f in self.failures]
         if self.grading_ready is not None:
-            out.append(f"grading-ready (gdpval check): {self.grading_ready:.0%}")
+            text_only = " (checked text only: no LibreOffice, pages not counted)" if self.grading_text_only else ""
+            out.append(f"grading-ready (gdpval check): {self.grading_ready:.0%}{text_only}")
         return out + self.notes
 
 
@@ -112,6 +114,7 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
     status.pace_s = _pace(records, status.done, now)
     status.eta_s = eta(status.pace_s, status.total - status.done)
     status.grading_ready = current_share(records.check, {e.sample.sample_id: records.attempts.get(e.sample.sample_id) for e in records.entries})
+    status.grading_text_only = status.grading_ready is not None and records.check is not None and records.check.text_only
     return status
 
 

@@ -119,7 +119,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
         if go is not None:
             rehearse(client)
-            wait_for_go(go)
+            wait_for_go(go, Path(contract.READY_FILE))
         try:
             return run_attempt(
                 attempt,
@@ -137,9 +137,11 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
             raise ModelUnavailable(sample_id) from None
 
 
-def wait_for_go(go: Path, poll: float = GO_POLL_S) -> None:
-    """Until the operator's go shows in the downward-API file (the kubelet rewrites it within about 0.1 s of the
-    annotation's change); anything but empty or the go is refused: only the operator writes it."""
+def wait_for_go(go: Path, ready: Path, poll: float = GO_POLL_S) -> None:
+    """Say the agent waits ready (`ready`, which the agent's startup probe looks for), then wait until the operator's
+    go shows in the downward-API file (the kubelet rewrites it within about 0.1 s of the annotation's change);
+    anything but empty or the go is refused: only the operator writes it."""
+    ready.touch()
     while True:
         try:
             text = go.read_text(encoding="utf-8").strip()

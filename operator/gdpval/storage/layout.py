@@ -198,6 +198,11 @@ def gold_file(dataset_key: str, path: str) -> str:
     return f"{judge_only(dataset_key)}/{path}"
 
 
+def judge_spend(run: str, method: str, model_key: str, sample: str) -> str:
+    """What one sample's judge calls spent (gdpval.judge.spend), one record per answered call, by method and model."""
+    return f"{judge_root(run)}/spend/{method}/{model_key}/{sample}"
+
+
 def judge_pairs(run: str, against: str) -> str:
     """Pairwise verdicts of a run's samples against `against` (the gold, or another run)."""
     return f"{judge_root(run)}/pairwise/{against}"

@@ -22,7 +22,7 @@ from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
 from gdpval.sample import SampleCounts, SampleResult
 from gdpval.storage import NotFound, Storage, layout
-from gdpval.submission.readiness import GRADING_READY_DEFINITION, CheckResults, current_share, load_check
+from gdpval.submission.readiness import GRADING_READY_DEFINITION, GRADING_TEXT_ONLY, CheckResults, current_share, load_check
 from gdpval.submission.schema import (
     UnsafeDeliverable,
     deliverable_path,
@@ -84,6 +84,7 @@ class PackageInfo(BaseModel):
     submission_ready: float
     completed: float
     grading_ready: float | None = None  # None: `gdpval check` has not checked these committed attempts
+    grading_text_only: bool | None = None  # that check had no LibreOffice (see GRADING_TEXT_ONLY); None: not checked
     submission_ready_definition: str = READY_DEFINITION
     grading_ready_definition: str = GRADING_READY_DEFINITION
     official_score: str = OFFICIAL_SCORE
@@ -151,7 +152,7 @@ def build_submission(storage: Storage, run: str) -> SubmissionInfo:
         completed=_share(counts.succeeded, counts),
         grading_ready=current_share(check, _committed(entries, attempts)),
         packages=packages,
-        warnings=warnings + [w for p in packages for w in p.warnings],
+        warnings=list(dict.fromkeys(warnings + [w for p in packages for w in p.warnings])),
     )
 
 
@@ -254,6 +255,7 @@ class _Builder:
         self._put(layout.package_parquet(prefix), _parquet(submission_table(rows)))
         counts = _counts(entries, self.results)
         dataset = self.record.dataset
+        grading_ready = current_share(self.check, _committed(entries, self.attempts))
         info = PackageInfo(
             run_name=self.record.run_name,
             dataset=dataset.location,
@@ -266,12 +268,15 @@ class _Builder:
             counts=counts,
             submission_ready=_share(counts.ready, counts),
             completed=_share(counts.succeeded, counts),
-            grading_ready=current_share(self.check, _committed(entries, self.attempts)),
+            grading_ready=grading_ready,
+            grading_text_only=self.check.text_only if grading_ready is not None and self.check is not None else None,
             created_at=self.created,
             runtime=self.record.runtime,
             warnings=warnings,
             best_of_n=best_of_n,
         )
+        if info.grading_text_only:
+            info.warnings.append(GRADING_TEXT_ONLY)
         self._put(layout.package_info(prefix), (info.model_dump_json(indent=2) + "\n").encode())
         return info
 

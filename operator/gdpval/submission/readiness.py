@@ -22,6 +22,10 @@ GRADING_READY_DEFINITION = (
     "every file non-empty and opening in the renderer (LibreOffice of the full runtime where unpacked), and a file of "
     "each type the prompt asks for (a heuristic over the prompt's words); `gdpval check` decides it, no model is called."
 )
+GRADING_TEXT_ONLY = (
+    "grading_ready was checked text only (no LibreOffice where `gdpval check` ran): pages, sheets and slides were not counted "
+    "and fonts not checked; give the run the full sandbox image (or unpack the full runtime) for the check a judge's renderer makes"
+)
 
 # The words by which a prompt asks for a file of a type, by the extension it would have.
 ASKED_TYPES: dict[str, tuple[str, ...]] = {
@@ -111,6 +115,7 @@ class CheckResults(BaseModel):
 
     run_name: str
     renderer: str
+    text_only: bool = False  # rendered without LibreOffice (no full runtime here, no full image in the pod): nothing counted, no fonts checked
     samples: list[SampleCheck]
     grading_ready: float
     grading_ready_definition: str = GRADING_READY_DEFINITION

@@ -82,7 +82,7 @@ def read_segments(storage: Storage, run: str, count: int) -> list[Ledger]:
 
 def ready_rate(infos: list[Mapping], figure: str = "submission_ready") -> float | None:
     """A package figure (submission_ready, completed) over all packages (one per repeat), weighted by their samples."""
-    weighted = [(float(i[figure]), int((i.get("counts") or {}).get("total") or 1)) for i in infos if figure in i]
+    weighted = [(float(i[figure]), int((i.get("counts") or {}).get("total") or 1)) for i in infos if i.get(figure) is not None]
     total = sum(w for _, w in weighted)
     return round(sum(r * w for r, w in weighted) / total, 4) if total else None
 
@@ -95,7 +95,15 @@ def read_submission(storage: Storage, run: str) -> Submission:
         raise NotFound(f"{storage.url(layout.package_info(root))} does not exist")
     infos = [json.loads(storage.get_text(k)) for k in keys]
     report = storage.url(layout.report(run)) if storage.exists(layout.report(run)) else None
-    return Submission(uri=storage.url(root), ready_rate=ready_rate(infos), completed_rate=ready_rate(infos, "completed"), report_uri=report)
+    text_only = [bool(i["grading_text_only"]) for i in infos if i.get("grading_text_only") is not None]
+    return Submission(
+        uri=storage.url(root),
+        ready_rate=ready_rate(infos),
+        completed_rate=ready_rate(infos, "completed"),
+        report_uri=report,
+        grading_ready_rate=ready_rate(infos, "grading_ready"),
+        grading_text_only=any(text_only) if text_only else None,
+    )
 
 
 def read_estimate(storage: Storage, run: str, method: JudgeMethod = "rubric") -> JudgeEstimate:

@@ -199,7 +199,9 @@ class ResourcesSpec(SettingsModel):
         default=None, description="The sandbox container, where the model's commands run; its memory, cpu and ephemeral-storage limits default to spec.sandbox."
     )
     stage: Resources | None = Field(default=None, description="The init container that stages reference files.")
-    jobs: Resources | None = Field(default=None, description="The prepare and assemble Jobs.")
+    jobs: Resources | None = Field(
+        default=None, description="The prepare and assemble Jobs (the operator's own: requests cpu 200m, memory 256Mi; limits memory 2Gi) and the judge Job."
+    )
 
 
 class VolumeSizes(SettingsModel):
@@ -395,6 +397,14 @@ class GdpvalRunStatus(SettingsModel):
         default=None, description="Share of samples that left final text or a deliverable file (the benchmark's submission_ready)."
     )
     completed_rate: float | None = Field(default=None, description="Share of samples that ended with a final answer.")
+    grading_ready_rate: float | None = Field(
+        default=None,
+        description="Share of samples whose deliverables all open in the renderer, none empty, no asked type missing (the assemble Job's `gdpval check`).",
+    )
+    grading_text_only: bool | None = Field(
+        default=None,
+        description="True when that check rendered text only (the run's sandbox image has no LibreOffice): pages, sheets and slides not counted.",
+    )
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
     window: int | None = Field(
         default=None,

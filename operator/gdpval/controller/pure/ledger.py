@@ -34,9 +34,10 @@ class Outcome(StrEnum):
     lost = "x"  # the attempt ended without a result (pod failed, stuck, deleted)
     paused = "p"  # in flight, its pod stopped by spec.suspend: it starts again under the same attempt
     held = "o"  # in flight, its pod ended by the model endpoint's outage: it starts again, same attempt, once the endpoint answers
+    queued = "q"  # in flight, its pod started ahead deleted before its go while the run was held: it starts again, same attempt, in its turn
 
 
-IN_FLIGHT = (Outcome.running, Outcome.paused, Outcome.held)
+IN_FLIGHT = (Outcome.running, Outcome.paused, Outcome.held, Outcome.queued)
 MODEL_UNAVAILABLE = "ModelUnavailable"  # the reason of a held attempt (kept while its next pod runs: that pod probes)
 
 
@@ -101,8 +102,12 @@ class Entry:
         """The outage ended this attempt's pod before it committed anything: the attempt is not spent."""
         return replace(self, outcome=Outcome.held, ended=int(now), reason=MODEL_UNAVAILABLE)
 
+    def queue(self) -> Entry:
+        """The run was held while this attempt's pod waited ahead of its turn: the pod goes, the attempt is not spent."""
+        return replace(self, outcome=Outcome.queued)
+
     def resume(self) -> Entry:
-        """A new pod for the paused or held attempt (neither is a loss: `recreated` stays)."""
+        """A new pod for the paused, held or queued attempt (none is a loss: `recreated` stays)."""
         return replace(self, outcome=Outcome.running, pods=self.pods + 1)
 
     def recreate(self) -> Entry:

@@ -27,6 +27,8 @@ from gdpval.storage import layout
 
 PREPARE_BACKOFF_LIMIT = 3
 JOB_DEADLINE_SECONDS = 6 * 3600
+# Seconds between two looks of the kubelet for the ready file of an agent started ahead (its startup probe).
+READY_PROBE_PERIOD = 1
 # Seconds a sample pod gets beyond the agent's own deadline: staging, sandbox start and the upload.
 POD_DEADLINE_MARGIN = 600
 
@@ -53,6 +55,10 @@ DEFAULT_VOLUMES = VolumeSizes(references="4Gi", scratch="1Gi")
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
 DEFAULT_LIMITS = {"stage": {"memory": "512Mi"}, "agent": {"memory": "1Gi"}, "sandbox": {}}
 SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
+# The prepare and assemble Jobs' own, below the chart's podDefaults.resources.jobs and spec.pod.resources.jobs: a CPU
+# request, or they are BestEffort (cgroup v1 cpu.shares 2: a prepare Job once ran 10 minutes on 1 s of CPU beside
+# other pods), and a memory limit well above what they hold (the tasks' parquet, then one file at a time).
+DEFAULT_JOB_RESOURCES = Resources(requests={"cpu": "200m", "memory": "256Mi"}, limits={"memory": "2Gi"})
 
 # Cloud metadata services (instance credentials) answer on link-local addresses: no sample pod
 # reaches them, whatever spec.sandbox.network says.
@@ -230,7 +236,10 @@ def settings_json(spec: GdpvalRunSpec) -> str:
     return json.dumps(RunSettings.of(spec).wire(), sort_keys=True, ensure_ascii=False)
 
 
-def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+def _job(
+    ctx: RunContext, component: str, args: list[str], backoff_limit: int, env: list[dict[str, Any]], ours: Resources | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Job of one container of the agent image; its resources are `ours` < the chart's podDefaults < spec.pod.resources.jobs."""
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
     env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
     container = _container(
@@ -238,7 +247,7 @@ def _job(ctx: RunContext, component: str, args: list[str], backoff_limit: int, e
         component,
         ctx.agent_image,
         args,
-        _merge(ctx.pod_defaults.resources.jobs, ctx.spec.pod.resources.jobs),
+        _merge(ours, ctx.pod_defaults.resources.jobs, ctx.spec.pod.resources.jobs),
         env=env,
         volumeMounts=[{"name": "scratch", "mountPath": c.SCRATCH}],
     )
@@ -268,29 +277,36 @@ def prepare_job(ctx: RunContext) -> dict[str, Any]:
     args = ["gdpval", "prepare", "--run-name", ctx.storage_name, "--owner", owner, "--cache-dir", c.CACHE_DIR]
     env = [{"name": c.SETTINGS_ENV, "value": settings_json(ctx.spec)}]
     conflict = {"action": "FailJob", "onExitCodes": {"containerName": n.COMPONENT_PREPARE, "operator": "In", "values": [c.EXIT_RUN_CONFLICT]}}
-    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env, podFailurePolicy={"rules": [conflict]})
+    return _job(ctx, n.COMPONENT_PREPARE, args, PREPARE_BACKOFF_LIMIT, env, DEFAULT_JOB_RESOURCES, podFailurePolicy={"rules": [conflict]})
 
 
 def assemble_job(ctx: RunContext) -> dict[str, Any]:
+    """`gdpval submission build`, whose readiness check opens each deliverable in a render sidecar, as the judge does."""
     args = ["gdpval", "submission", "build", *_common_args(ctx)]
-    return _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [])
+    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_ASSEMBLE, args, PREPARE_BACKOFF_LIMIT, [], DEFAULT_JOB_RESOURCES))
 
 
 def judge_job(ctx: RunContext) -> dict[str, Any]:
     """`gdpval judge` over the run's output, the key (if any) from its Secret as OPENAI_API_KEY; files rendered in a
-    sidecar of the run's sandbox image (render_sidecar)."""
+    sidecar of the run's sandbox image (with_render_sidecar)."""
     judge = ctx.spec.judge
     assert judge is not None, "a judge Job is only planned for a spec with a judge section"
     args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
-    env += [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}]
-    job = _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env)
+    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env))
+
+
+def with_render_sidecar(ctx: RunContext, job: dict[str, Any]) -> dict[str, Any]:
+    """`job` (the judge's or the assemble Job) rendering files in a sidecar of the run's sandbox image (render_sidecar):
+    its container told where the sidecar listens and which image it runs, sharing the render folder and the token."""
     pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["env"] = [{"name": c.RENDER_URL_ENV, "value": c.SANDBOX_URL}, {"name": c.RENDER_IMAGE_ENV, "value": ctx.sandbox_image}, *container["env"]]
     render = {"name": "render", "mountPath": c.RENDER_DIR}
     token_ro = {"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR, "readOnly": True}
-    pod["containers"][0]["volumeMounts"] += [render, token_ro]
+    container["volumeMounts"] += [render, token_ro]
     pod["initContainers"] = render_sidecar(ctx)
     pod["volumes"] += render_volumes()
     return job
@@ -313,8 +329,8 @@ def render_volumes() -> list[dict[str, Any]]:
 
 
 def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
-    """The judge pod's init containers: one writes a fresh tool-server token (no Secret, nothing in the spec), then the
-    run's sandbox image serves its tool server to the judge alone (native sidecar, loopback), with a read-only root,
+    """The init containers of a pod that renders (judge, assemble): one writes a fresh tool-server token (no Secret, nothing in the spec), then the
+    run's sandbox image serves its tool server to that pod's main container alone (native sidecar, loopback), with a read-only root,
     the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
     token = _container(
         ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
@@ -422,6 +438,8 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         env=agent_env,
         volumeMounts=[workspace, refs_ro, scratch, *go_mount],
     )
+    if ahead:
+        agent["startupProbe"] = ready_probe(ctx.spec)
     volumes = _volumes(ctx)
     if ahead:
         meta["annotations"][n.A_GO] = ""
@@ -444,6 +462,19 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
         spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
         spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def ready_probe(spec: GdpvalRunSpec) -> dict[str, Any]:
+    """The startup probe of the agent of a pod started ahead: it passes once the agent waits ready for its go
+    (contract.READY_FILE), which turns the pod Ready. An exec of `test`, not an HTTP check: the agent opens no
+    port, which the sandbox (same network) could reach; and a startup probe stops once it passes, so it costs
+    nothing while the sample runs. An agent not ready within spec.samples.pendingTimeoutSeconds is stuck, as a
+    pod that long Pending is: the kubelet ends it and the attempt counts as failed."""
+    return {
+        "exec": {"command": ["test", "-e", c.READY_FILE]},
+        "periodSeconds": READY_PROBE_PERIOD,
+        "failureThreshold": max(spec.samples.pending_timeout_seconds // READY_PROBE_PERIOD, 1),
+    }
 
 
 def go_patch(spec: GdpvalRunSpec, age: float) -> dict[str, Any]:

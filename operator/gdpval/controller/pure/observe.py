@@ -55,6 +55,7 @@ class PodView:
     scheduled: float = 0.0  # when it was bound to a node (PodScheduled=True), 0 before
     model_unavailable: bool = False  # a container exited with EXIT_MODEL_UNAVAILABLE: the endpoint's outage ended it
     ahead: bool = False  # started ahead of its turn (spec.samples.startAhead), its go not given yet
+    ready: bool = False  # condition Ready: for a pod started ahead, its agent waits ready for its go (manifests.ready_probe)
 
     @property
     def terminal(self) -> bool:
@@ -103,6 +104,10 @@ def _scheduled(status: Mapping[str, Any]) -> float:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
             return parse_time(cond.get("lastTransitionTime"))
     return 0.0
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
 
 
 def _gates(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
@@ -174,6 +179,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         scheduled=_scheduled(status),
         model_unavailable=status.get("phase") == "Failed" and _model_unavailable(status),
         ahead=annotations.get(n.A_GO) == "",
+        ready=_ready(status),
     )
 
 

@@ -154,6 +154,8 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         report_uri=submission.report_uri if submission else prev.report_uri,
         submission_ready_rate=submission.ready_rate if submission else prev.submission_ready_rate,
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
+        grading_ready_rate=submission.grading_ready_rate if submission else prev.grading_ready_rate,
+        grading_text_only=submission.grading_text_only if submission else prev.grading_text_only,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),

@@ -44,10 +44,21 @@ def _unanswered(entry: Entry, answer: float | None) -> bool:
     return answer is None or answer < entry.ended
 
 
+def open_since(ledger: Ledger) -> float | None:
+    """When the outage the breaker is open for began: its first hold (a probe's included) no answer came after."""
+    answer = last_answer(ledger)
+    holds = [e.ended for e in ledger.values() if (e.outcome == Outcome.held or _probing(e)) and _unanswered(e, answer)]
+    return min(holds, default=None)
+
+
+def _probing(entry: Entry) -> bool:
+    return entry.outcome == Outcome.running and entry.reason == MODEL_UNAVAILABLE
+
+
 def outage_step(now: float, plan: Plan, present: Iterable[tuple[str, int]]) -> str:
     """Resume the holds an answer freed, probe with one of the rest; why no new pod may start, or ""."""
     held = sorted(s for s, e in plan.ledger.items() if e.outcome == Outcome.held)
-    probes = [e for e in plan.ledger.values() if e.outcome == Outcome.running and e.reason == MODEL_UNAVAILABLE]
+    probes = [e for e in plan.ledger.values() if _probing(e)]
     if not held and not probes:
         return ""  # the usual pass: no answer to look for
     pods = set(present)  # an attempt's next pod has its name: it waits for the last one to go

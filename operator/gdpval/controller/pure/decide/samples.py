@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from gdpval.agent.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import GdpvalRunSpec
-from gdpval.controller.pure.decide.outage import outage_step
-from gdpval.controller.pure.decide.suspend import pause, queued, suspended_now
+from gdpval.controller.pure.decide.outage import open_since, outage_step
+from gdpval.controller.pure.decide.suspend import pause, queue_ahead, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
 from gdpval.controller.pure.observe import PERMANENT_WAITING, PodView, parse_time
 from gdpval.controller.pure.policy import (
@@ -31,6 +31,9 @@ from gdpval.controller.pure.policy import (
 from gdpval.controller.types import Note, Observed, Plan, Tally, Verdict
 from gdpval.sample import Tally as RunTally
 from gdpval.sample import Usage
+
+# In flight with no pod by design: a held attempt waits for the endpoint (`outage`), a queued one for its turn (`fill_window`).
+_WITHOUT_POD = (Outcome.held, Outcome.queued)
 
 
 def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: bool) -> Verdict | None:
@@ -53,6 +56,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
     plan.window_cut = obs.now if plan.limited else 0.0
     if not stopped:
         plan.outage = outage_step(obs.now, plan, _present(obs))
+        hold_ahead(obs, plan)
     if can_start and not stopped and not plan.budget and not plan.outage:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
@@ -95,7 +99,7 @@ def needed_probes(obs: Observed) -> list[tuple[str, int]]:
     stopped = suspended_now(obs)
     for sample, entry in sorted(obs.ledger.items()):
         paused = entry.outcome == Outcome.paused
-        if (paused and (stopped or resumed >= MAX_CREATES_PER_PASS)) or entry.outcome == Outcome.held:
+        if (paused and (stopped or resumed >= MAX_CREATES_PER_PASS)) or entry.outcome in _WITHOUT_POD:
             continue
         if not entry.ended_attempt and (sample, entry.attempt) not in present and not _in_create_backoff(obs, sample):
             wanted.append((sample, entry.attempt))
@@ -147,7 +151,7 @@ def _settle_old_pod(obs: Observed, plan: Plan, pod: PodView, entry: Entry | None
         plan.delete(pod)
         return
     outcome = entry.outcome if entry and entry.attempt == pod.attempt else Outcome.lost
-    if outcome == Outcome.held or not keep_pod(obs.spec, outcome):  # a held attempt's next pod has this one's name
+    if outcome in _WITHOUT_POD or not keep_pod(obs.spec, outcome):  # the attempt's next pod has this one's name
         plan.delete(pod)
 
 
@@ -215,7 +219,7 @@ def record_lost(obs: Observed, plan: Plan, suspended: bool) -> None:
     """In-flight entries whose pod is gone: committed, lost, or safe to start again (a paused one once the run resumes)."""
     present = _present(obs)
     for sample, entry in sorted(plan.ledger.items()):
-        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended) or entry.outcome == Outcome.held:
+        if entry.ended_attempt or (sample, entry.attempt) in present or (entry.outcome == Outcome.paused and suspended) or entry.outcome in _WITHOUT_POD:
             continue
         if _create_backoff(obs, plan, sample):
             continue
@@ -315,39 +319,59 @@ def spent(spec: GdpvalRunSpec, t: RunTally) -> Spend:
     return spend
 
 
+def hold_ahead(obs: Observed, plan: Plan) -> None:
+    """Pods started ahead while no sample may start: at once when the budget is spent (only a raised
+    spec.budget goes on), after the patience a running sample has for an outage
+    (spec.samples.outageHoldSeconds from its first hold) when the model endpoint is down."""
+    if plan.budget:
+        queue_ahead(obs, plan, f"no new samples: {plan.budget}")
+    elif plan.outage:
+        until = (open_since(plan.ledger) or obs.now) + obs.spec.samples.outage_hold_seconds
+        if obs.now >= until:
+            queue_ahead(obs, plan, "the model endpoint is unavailable")
+        elif any(pod.ahead for pod in sample_pods(obs)):
+            plan.wake_at.append(until)
+
+
 def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     """Fill the window up to `parallelism`: pods started ahead get their go first (`_started_ahead`), then pods are
-    created for retries whose backoff is over, then for new samples; after them up to `spec.samples.startAhead`
-    pods for the next samples in the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
+    created for queued attempts (their pod ahead deleted while the run was held, `hold_ahead`) and retries whose
+    backoff is over, then for new samples; after them up to `spec.samples.startAhead` pods for the next samples in
+    the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
     waiting = _started_ahead(obs, plan, samples)
     in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
     room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
-    going = waiting[: max(room, 0)]
+    going = [pod for pod in waiting if pod.ready][: max(room, 0)]
     plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
-    room -= len(going)
+    # The rest of the room waits for the pods ahead still starting (their Ready brings a pass): each is
+    # nearer its first request than a pod created now would be.
+    room -= len(going) + (len(waiting) - len(going))
     # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
     unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
     wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
     slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
     if slots < wanted:
         plan.wake_at.append(obs.now)  # the rest in the next pass
-    retries, fresh = [], []
+    again, retries, fresh = [], [], []
+    present = _present(obs)
     for sample in samples:
         entry = plan.ledger.get(sample)
         ready = None if entry is None else retry_at(obs.spec, entry)
         if entry is None:
             fresh.append(sample)
+        elif entry.outcome == Outcome.queued and (sample, entry.attempt) not in present:
+            again.append(sample)
         elif ready is not None and ready <= obs.now:
             retries.append(sample)
         elif ready is not None:
             plan.wake_at.append(ready)
-    for sample in retries + fresh:
+    for sample in again + retries + fresh:
         if slots <= 0:
             return
         if _create_backoff(obs, plan, sample):
             continue
         entry = plan.ledger.get(sample)
-        started = first_attempt() if entry is None else entry.start(entry.attempt + 1)
+        started = first_attempt() if entry is None else entry.resume() if entry.outcome == Outcome.queued else entry.start(entry.attempt + 1)
         plan.ledger[sample] = started
         plan.create_pods.append((sample, started.attempt))
         if room <= 0:
@@ -357,8 +381,8 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
 
 
 def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
-    """Live pods of in-flight attempts still waiting for their go: Running ones (their agent started) first, so a
-    go is not spent on a pod still starting while another waits ready; each part in queue order."""
+    """Live pods of in-flight attempts still waiting for their go, in queue order; only the Ready ones (their
+    agent waits ready: manifests.ready_probe) may be given it."""
     waiting: list[PodView] = []
     for pod in sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
@@ -368,7 +392,7 @@ def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[
     if not waiting:
         return waiting
     order = {sample: i for i, sample in enumerate(samples)}
-    return sorted(waiting, key=lambda pod: (pod.phase != "Running", order.get(pod.sample, len(order))))
+    return sorted(waiting, key=lambda pod: order.get(pod.sample, len(order)))
 
 
 def _failure_summary(t: Tally) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.ledger import Outcome
 from gdpval.controller.pure.queue import hold_reason, must_release
-from gdpval.controller.types import QUEUE_POLL_SECONDS, TERMINAL_STATES, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Observed, Plan, Verdict
+from gdpval.controller.types import QUEUE_POLL_SECONDS, TERMINAL_STATES, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Note, Observed, Plan, Verdict
 
 
 def held(obs: Observed) -> tuple[str, str] | None:
@@ -30,11 +30,13 @@ def queued(obs: Observed, verdict: Verdict) -> Verdict:
 
 
 def pause(obs: Observed, plan: Plan) -> None:
-    """spec.suspend, as a Job's: every attempt in flight is paused and its live pod deleted.
+    """spec.suspend, as a Job's: every attempt in flight is paused and its live pod deleted; one whose pod
+    waited ahead of its turn goes back to the queue instead (`queue_ahead`), so the run resumes within its window.
 
     A pod that already ended is left to `samples.record_pods` (its result is read as usual); whatever a
     stopped pod committed before it went is found by the probe made when the run resumes.
     """
+    queue_ahead(obs, plan, "the run is suspended")
     sample_pods = [p for p in obs.pods if p.component == n.COMPONENT_SAMPLE]
     ended = {(p.sample, p.attempt) for p in sample_pods if p.terminal}
     live = {(p.sample, p.attempt): p for p in sample_pods if not p.terminal}
@@ -45,6 +47,23 @@ def pause(obs: Observed, plan: Plan) -> None:
         pod = live.get((sample, entry.attempt))
         if pod is not None:
             plan.delete(pod)
+
+
+def queue_ahead(obs: Observed, plan: Plan, why: str) -> None:
+    """A held run keeps no pod waiting ahead of its turn (spec.samples.startAhead): each live one not given
+    its go is deleted and its attempt queued, unspent, to start again in its turn; an Event says `why`."""
+    gone = 0
+    for pod in obs.pods:
+        entry = plan.ledger.get(pod.sample)
+        live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
+        if pod.component != n.COMPONENT_SAMPLE or not (pod.ahead and live) or entry is None:
+            continue
+        if entry.outcome == Outcome.running and entry.attempt == pod.attempt:
+            plan.ledger[pod.sample] = entry.queue()
+            plan.delete(pod)
+            gone += 1
+    if gone:
+        plan.notes.append(Note("PodsAheadDeleted", f"{gone} pod(s) started ahead deleted, their attempts queued unspent: {why}"))
 
 
 def suspend_jobs(obs: Observed, plan: Plan, verdict: Verdict) -> Verdict:
