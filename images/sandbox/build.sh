@@ -212,7 +212,7 @@ build() {
 
 # podman save -> containerd import, for pods that name the full sandbox image.
 import_image() {
-  local ref ctr_bin sock tar
+  local ref ctr_bin sock
   # This tree's image, not the last one built: other checkouts build into the same state folder.
   ref="$(content_ref)"
   podman image exists "$ref" || die "$ref is not built: images/sandbox/build.sh first"
@@ -223,11 +223,13 @@ import_image() {
     log "$ref is already in containerd"
     return 0
   fi
-  tar="$(mktemp "$STATE/import.XXXXXX.tar")"
-  podman save --format docker-archive -o "$tar" "$ref"
-  "$ctr_bin" --address "$sock" -n k8s.io images import --snapshotter overlayfs "$tar" >/dev/null
+  # Streamed: a temporary archive would need as much free disk again as the image (7 to 12 GB).
+  podman save --format docker-archive "$ref" | "$ctr_bin" --address "$sock" -n k8s.io images import --snapshotter overlayfs - >/dev/null ||
+    die "importing $ref into containerd failed"
   "$ctr_bin" --address "$sock" -n k8s.io images tag --force "$ref" "$REPO:$FLAVOUR-dev" >/dev/null
-  rm -f "$tar"
+  # Older builds of this flavour are gigabytes each; podman keeps them if they are wanted again.
+  "$ctr_bin" --address "$sock" -n k8s.io images ls -q | grep -E "^$REPO:$FLAVOUR-[0-9a-f]{12}\$" | grep -vxF "$ref" |
+    xargs -r "$ctr_bin" --address "$sock" -n k8s.io images rm >/dev/null || true
   log "imported $ref (and $REPO:$FLAVOUR-dev) into containerd"
 }
 

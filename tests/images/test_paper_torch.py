@@ -1,6 +1,7 @@
 """The full-torch flavour (images/sandbox/README.md, "Flavours"): the paper's torch family
-(requirements-torch.in) imports in that image under podman and in a local runtime unpacked from it,
-and torch and Keras 3 on its torch backend compute.
+(requirements-torch.in) imports in that image under podman and in a local runtime unpacked from it
+(but for the two that cannot beside the list, as in the paper's own environment: KNOWN_BROKEN), and
+torch and Keras 3 on its torch backend compute.
 
 Marked `torch`: `make test-torch` runs it, building the flavour first (from an empty cache about 3 GB
 of wheels more than `full`); `make test` leaves it out."""
@@ -14,7 +15,7 @@ import pytest
 from gdpval.sandbox import runtime
 from infra.paths import cache_dir
 from support.cli import gdpval
-from support.paper_packages import IMPORT_SCRIPT, MODULES, TORCH_REQUIREMENTS_IN, listed, parse_imports
+from support.paper_packages import IMPORT_SCRIPT, KNOWN_BROKEN, MODULES, TORCH_REQUIREMENTS_IN, listed, parse_imports
 from support.sandbox_full import BUILD, python_in_local_runtime, python_in_podman
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -60,6 +61,10 @@ def test_the_torch_family_imports_and_computes(torch_image, torch_runtime, tmp_p
     else:
         imports = python_in_local_runtime(IMPORT_SCRIPT, modules, tmp_path / "imports", TIMEOUT_S, system=torch_runtime)
         computed = python_in_local_runtime(COMPUTE, [], tmp_path / "compute", TIMEOUT_S, system=torch_runtime)
-    failed = {module: error for module, error in parse_imports(imports).items() if error != "ok"}
-    assert failed == {} and len(parse_imports(imports)) == len(modules), failed
+    results = parse_imports(imports)
+    assert sorted(results) == modules
+    failed = {module: error for module, error in results.items() if error != "ok"}
+    assert sorted(failed) == sorted(KNOWN_BROKEN), failed
+    for module, why in KNOWN_BROKEN.items():
+        assert why in failed[module], failed[module]
     assert "COMPUTED 2.5.1" in computed, computed[-2000:]

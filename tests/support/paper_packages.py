@@ -195,6 +195,15 @@ def listed(text: str) -> list[str]:
     return names
 
 
+# Listed packages that install but cannot import beside the rest of the list, as in the paper's own
+# environment (images/sandbox/README.md, "Flavours"): module -> what its import error says. The tests
+# expect exactly these errors, so a fix shows up as a failure to update this table.
+KNOWN_BROKEN = {
+    "torchtext": "undefined symbol",  # 0.18.0, the last release, is built against torch 2.3, not 2.5.1
+    "mtcnn": "No module named 'tensorflow'",  # 0.1.1 runs on tensorflow.keras; TensorFlow is not listed
+}
+
+
 IMPORT_SCRIPT = r"""
 import importlib, json, sys, traceback, warnings
 warnings.simplefilter("ignore")
