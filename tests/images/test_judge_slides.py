@@ -39,3 +39,21 @@ def test_an_unreadable_presentation_is_described_and_not_rendered(tmp_path):
     (tmp_path / "bad.pptx").write_bytes(b"PK\x03\x04 not really a presentation")
     view = view_file(tmp_path / "bad.pptx", "bad.pptx")
     assert "not a readable zip" in view.unrenderable and not view.images
+
+
+def test_a_document_s_headings_paragraphs_and_tables_are_read_in_order_by_the_runtime(tmp_path):
+    """The runtime has the paper's python-docx 0.8, older than the host's: the worker must read it too."""
+    if runtime.current() is None:
+        pytest.fail(f"no full runtime in {runtime.runtimes_dir()}: run `gdpval runtime build` (hack/setup.sh --test does)")
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Budget – FY26", 1)
+    document.add_paragraph("Totals below.")
+    table = document.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "EMEA", "€1,200"
+    document.add_paragraph("Signed off.")
+    document.save(tmp_path / "memo.docx")
+    view = view_file(tmp_path / "memo.docx", "memo.docx")
+    assert not view.unrenderable and view.facts.pages == 1, view.unrenderable
+    assert view.text.index("# Budget – FY26") < view.text.index("EMEA | €1,200") < view.text.index("Signed off."), view.text

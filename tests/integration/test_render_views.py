@@ -1,6 +1,6 @@
 """Each deliverable type as the judge sees it, from real files made here with the libraries that write them.
 
-Rendered by the limited host child (no full runtime here): tests/images/test_render_full.py covers the
+Rendered by the limited host child (no full runtime here): tests/images/test_judge_slides.py covers the
 full runtime's LibreOffice pages."""
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ def _docx(path: Path) -> str:
 
     document = docx.Document(str(path))
     lines: list[str] = []
-    for block in document.iter_inner_content():
+    for block in _blocks(document):
         if isinstance(block, docx.table.Table):
             lines.extend(" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows)
             lines.append("")
@@ -241,6 +241,20 @@ def _docx(path: Path) -> str:
         elif block.text.strip():
             lines.append(block.text)
     return "\n".join(lines)
+
+
+def _blocks(document):
+    """The body's paragraphs and tables in order. Read from the XML, since the full runtime has the
+    paper's python-docx 0.8, which lacks `iter_inner_content` (1.0 and later)."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for child in document.element.body.iterchildren():
+        tag = child.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            yield Paragraph(child, document)
+        elif tag == "tbl":
+            yield Table(child, document)
 
 
 def _pptx(path: Path, done: Rendering) -> str:
