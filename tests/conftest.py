@@ -1,5 +1,6 @@
-"""Shared fixtures: the sample dataset's path (`sample_dataset`), and fixtures backed by real
-servers: MinIO (`s3`, `s3_env`) and the local cluster (`cluster`, `cluster_s3`). Nothing starts
+"""Shared fixtures: the sample dataset's path (`sample_dataset`) and its copy with stand-in reference
+files (`standin_dataset`), and fixtures backed by real servers: the scripted model (`scripted_model`),
+MinIO (`s3`, `s3_env`) and the local cluster (`cluster`, `cluster_s3`). Nothing starts
 until a test asks for it."""
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.render.cache import CACHE_ENV  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from infra.paths import HACK, cache_dir  # noqa: E402
-from support.standins import sample_dataset_path  # noqa: E402
+from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
@@ -56,6 +58,19 @@ def pytest_collection_modifyitems(config, items):
 def sample_dataset() -> Path:
     """The 12-task GDPval sample shared beside the checkout (parquet only; see support.standins)."""
     return sample_dataset_path()
+
+
+@pytest.fixture(scope="session")
+def standin_dataset(sample_dataset, tmp_path_factory) -> Path:
+    """The sample with stand-in reference files; read-only for every test, so one copy serves the session."""
+    return make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("standin-dataset"))
+
+
+@pytest.fixture(scope="module")
+def scripted_model():
+    """The scripted model over HTTP, one per module: a module that holds or counts replies sees only its own requests."""
+    with start_background(host="127.0.0.1", port=0) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
