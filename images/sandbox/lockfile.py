@@ -130,18 +130,6 @@ def write_lock(pip_log: Path, base_in: Path, extra_in: Path, base_out: Path, ext
     write_split(files, base_in, extra_in, base_out, extra_out)
 
 
-def split_lock(lock: Path, sources: list[Path], base_in: Path, extra_in: Path, base_out: Path, extra_out: Path) -> None:
-    """Split an existing lock of both flavours in two without resolving again, reading each pin's
-    dependencies from its file in the source folders (found by sha256)."""
-    by_digest = {file_digest(path): path for source in sources if source.is_dir() for path in source.iterdir() if path.is_file()}
-    files = {}
-    for name, (version, digest) in pins(lock).items():
-        if digest not in by_digest:
-            raise SystemExit(f"{name} {version}: no file with the lock's sha256 in {', '.join(map(str, sources))}")
-        files[name] = (version, digest, by_digest[digest])
-    write_split(files, base_in, extra_in, base_out, extra_out)
-
-
 def write_split(files: dict[str, tuple[str, str, Path]], base_in: Path, extra_in: Path, base_out: Path, extra_out: Path) -> None:
     graph = {name: requirements(archive) for name, (_, _, archive) in files.items()}
     extra = split_pins(graph, roots(base_in), roots(extra_in))
@@ -186,11 +174,8 @@ def pins(lock: Path) -> dict[str, tuple[str, str]]:
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def gather(lock: Path, sources: list[Path], dest: Path, missing: Path) -> None:
@@ -200,18 +185,26 @@ def gather(lock: Path, sources: list[Path], dest: Path, missing: Path) -> None:
     The files a lock step or an earlier build downloaded are so reused without asking the index about
     each of the lock's hundreds of pins (minutes on this PyPI mirror), and each is still hash-checked.
     """
-    wanted = {digest: name for name, (_, digest) in pins(lock).items()}
-    found = {}
-    for source in sources:
-        for path in source.glob("*") if source.is_dir() else ():
-            if path.is_file() and (digest := file_digest(path)) in wanted:
-                found[digest] = path.name
-                target = dest / path.name
-                if not target.exists():
-                    target.hardlink_to(path)
-    lines = [f"{name}=={version} --hash=sha256:{digest}\n" for name, (version, digest) in pins(lock).items() if digest not in found]
+    pinned = pins(lock)
+    held = on_disk(sources)
+    for _, digest in pinned.values():
+        if digest in held and not (target := dest / held[digest].name).exists():
+            target.hardlink_to(held[digest])
+    lines = [f"{name}=={version} --hash=sha256:{digest}\n" for name, (version, digest) in pinned.items() if digest not in held]
     missing.write_text("".join(lines))
-    print(f"{len(found)} of {len(wanted)} pinned files found, {len(lines)} to download", file=sys.stderr)
+    print(f"{len(pinned) - len(lines)} of {len(pinned)} pinned files found, {len(lines)} to download", file=sys.stderr)
+
+
+def on_disk(sources: list[Path]) -> dict[str, Path]:
+    """sha256 -> a file of the source folders, hashing each file once: the lock's download folder and
+    the wheel folders hard-link the same gigabytes."""
+    seen, found = set(), {}
+    for path in (p for source in sources if source.is_dir() for p in source.iterdir() if p.is_file()):
+        inode = (path.stat().st_dev, path.stat().st_ino)
+        if inode not in seen:
+            seen.add(inode)
+            found[file_digest(path)] = path
+    return found
 
 
 def image_lock(lock: Path, built_dir: Path, out: Path) -> None:
@@ -237,8 +230,6 @@ if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "write-lock":
         write_lock(*map(Path, args[:5]))
-    elif command == "split":
-        split_lock(Path(args[0]), [Path(args[5])], *map(Path, args[1:5]))
     elif command == "gather":
         gather(Path(args[0]), [Path(a) for a in args[3:]], Path(args[1]), Path(args[2]))
     elif command == "image-lock":
@@ -246,6 +237,6 @@ if __name__ == "__main__":
     else:
         raise SystemExit(
             f"unknown command {command} (write-lock PIP_LOG BASE_IN EXTRA_IN BASE_OUT EXTRA_OUT"
-            " | split LOCK BASE_IN EXTRA_IN BASE_OUT EXTRA_OUT FILES_DIR | gather LOCK DEST MISSING SOURCE..."
+            " | gather LOCK DEST MISSING SOURCE..."
             " | image-lock LOCK BUILT_WHEELS OUT)"
         )
