@@ -25,11 +25,8 @@ def cache_dir() -> Path:
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def key(digest: str, suffix: str, renderer: str) -> str:
