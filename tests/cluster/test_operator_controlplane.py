@@ -366,12 +366,32 @@ def _waiting_for_go(pod) -> bool:
 
 
 def _check_ahead(env: Env, name: str, parallelism: int, ahead: int) -> None:
-    """At most `parallelism` live pods may call the model (no go to wait for, or given it), at most `ahead` wait."""
+    """At most `parallelism` live pods may call the model (given their go), at most `parallelism` start at once (wait
+    not Ready), and no more wait than fill the window's room and `ahead` beyond it."""
     live = [p for p in env.pods(name) if p.status.phase in (None, "Pending", "Running") and not p.metadata.deletion_timestamp]
     waiting = [p for p in live if _waiting_for_go(p)]
-    assert len(live) - len(waiting) <= parallelism, f"{len(live) - len(waiting)} pods past their go > parallelism {parallelism}"
-    assert len(waiting) <= ahead, f"{len(waiting)} pods waiting > startAhead {ahead}"
+    went = len(live) - len(waiting)
+    assert went <= parallelism, f"{went} pods past their go > parallelism {parallelism}"
+    assert len(waiting) <= parallelism - went + ahead, f"{len(waiting)} pods waiting > the window's room and startAhead {ahead}"
+    starting = [p for p in waiting if not any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+    assert len(starting) <= parallelism, f"{len(starting)} pods starting at once > parallelism {parallelism}"
     _check_invariants(env, name, parallelism + ahead)
+
+
+def _go_to_first_pods(env: Env, name: str, samples: list[str], parallelism: int, ahead: int) -> None:
+    """A fresh run starts only its window, every pod waiting for its go; once they are Ready they get it and the
+    pods ahead start, for the next samples in queue order."""
+    first = _wait(lambda: len(env.pods(name)) == parallelism and env.pods(name), 30, "the window's pods")
+    assert all(_waiting_for_go(p) for p in first) and {_sample(p) for p in first} == set(samples[:parallelism])
+    _check_ahead(env, name, parallelism, ahead)
+    for pod in first:
+        env.run_pod(pod, ready=True)
+    pods = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the go and the pods ahead")
+    assert {_sample(p) for p in pods if _waiting_for_go(p)} == set(samples[parallelism : parallelism + ahead])
+
+
+def _sample(pod) -> str:
+    return pod.metadata.annotations["gdpval.io/sample-id"]
 
 
 def _running_or_assembling(env: Env, name: str, ready: set[str], queue: list[str]) -> list | str:
@@ -400,10 +420,9 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
     env.create(name, parallelism=parallelism, samples={"startAhead": ahead, "backoffSeconds": 0})
     _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
     samples = env.prepare(name, 7)
-    first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
-    assert {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)} == set(samples[2:4])
-    went: set[str] = set()
-    ready: set[str] = set()
+    _go_to_first_pods(env, name, samples, parallelism, ahead)
+    went: set[str] = set(samples[:parallelism])
+    ready: set[str] = {p.metadata.name for p in env.pods(name) if _sample(p) in went}
     for _ in range(40):
         live = _wait(lambda: _running_or_assembling(env, name, ready, samples), 60, "a live sample pod past its go or the run assembling")
         if live == "Assembling":
@@ -434,20 +453,17 @@ def test_a_run_out_of_budget_keeps_no_pod_ahead_and_a_raised_budget_starts_them_
     env.create(name, parallelism=parallelism, samples={"startAhead": ahead}, budget={"runTokens": 10})
     _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
     samples = env.prepare(name, 6)
-    first = _wait(lambda: len(env.pods(name)) == parallelism + ahead and env.pods(name), 30, "the window and the pods ahead")
-    waiting = {p.metadata.annotations["gdpval.io/sample-id"] for p in first if _waiting_for_go(p)}
-    assert waiting == set(samples[2:4])
-    env.finish_pod(next(p for p in first if p.metadata.annotations["gdpval.io/sample-id"] == samples[0]), "ok")  # 10 tokens: spent
+    _go_to_first_pods(env, name, samples, parallelism, ahead)
+    env.finish_pod(next(p for p in env.pods(name) if _sample(p) == samples[0]), "ok")  # 10 tokens: spent
     _wait(lambda: env.condition(name, "BudgetExhausted").get("status") == "True", 30, "BudgetExhausted")
     left = _wait(lambda: not any(_waiting_for_go(p) for p in env.pods(name)) and env.pods(name), 30, "the pods ahead deleted")
-    assert [p.metadata.annotations["gdpval.io/sample-id"] for p in left if p.status.phase == "Pending"] == [samples[1]], "the window's pod runs on"
-    events = env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
-    assert any(e.reason == "PodsAheadDeleted" and "budget" in e.message for e in events)
+    assert [_sample(p) for p in left if p.status.phase == "Running"] == [samples[1]], "the window's pod runs on"
+    events = lambda: env.cp.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items  # noqa: E731
+    _wait(lambda: any(e.reason == "PodsAheadDeleted" and "budget" in e.message for e in events()), 30, "Event PodsAheadDeleted")
     env.patch(name, {"budget": {"runTokens": 1000}})
-    live = lambda: [p for p in env.pods(name) if p.status.phase == "Pending"]  # noqa: E731
-    again = _wait(lambda: len(live()) == parallelism + ahead and live(), 30, "the window and the pods ahead again")
-    assert {(p.metadata.annotations["gdpval.io/sample-id"], p.metadata.labels["gdpval.io/attempt"]) for p in again} == {(s, "1") for s in samples[1:5]}
-    assert {p.metadata.annotations["gdpval.io/sample-id"] for p in again if _waiting_for_go(p)} == set(samples[3:5]), "queued first, unspent"
+    waiting = lambda: [p for p in env.pods(name) if _waiting_for_go(p) and not p.metadata.deletion_timestamp]  # noqa: E731
+    again = _wait(lambda: len(waiting()) == ahead and waiting(), 30, "the pods ahead again")
+    assert {(_sample(p), p.metadata.labels["gdpval.io/attempt"]) for p in again} == {(s, "1") for s in samples[2:4]}, "queued first, unspent"
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
 

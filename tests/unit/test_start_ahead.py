@@ -45,10 +45,24 @@ def running(*samples: str) -> dict[str, Entry]:
     return {s: Entry(1, Outcome.running) for s in samples}
 
 
-def test_a_fresh_run_fills_the_window_then_starts_pods_ahead_in_queue_order():
+def test_a_fresh_run_starts_only_its_window_each_pod_waiting_for_its_go():
     plan = decide(obs({}))
-    assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1), ("t2-r0", 1), ("t3-r0", 1)]
-    assert plan.ahead == {("t2-r0", 1), ("t3-r0", 1)} and plan.go_pods == []
+    assert plan.create_pods == [("t0-r0", 1), ("t1-r0", 1)]
+    assert plan.ahead == {("t0-r0", 1), ("t1-r0", 1)} and plan.go_pods == []
+
+
+def test_the_first_pods_get_their_go_once_ready_and_pods_ahead_start_as_they_stop_starting():
+    first = decide(obs({}))
+    starting = decide(obs(first.ledger, [pod("t0-r0", ahead=True, ready=False), pod("t1-r0", ahead=True, ready=False)]))
+    assert starting.go_pods == [] and starting.create_pods == []
+    one_ready = decide(obs(first.ledger, [pod("t0-r0", ahead=True), pod("t1-r0", ahead=True, ready=False)]))
+    assert one_ready.go_pods == [(n.sample_pod_name("run", "t0-r0", 1), 30.0)]
+    assert one_ready.create_pods == [("t2-r0", 1)] and one_ready.ahead == {("t2-r0", 1)}
+
+
+def test_pods_ahead_in_queue_order_once_the_window_runs():
+    plan = decide(obs(running("t0-r0", "t1-r0"), [pod("t0-r0"), pod("t1-r0")]))
+    assert plan.create_pods == [("t2-r0", 1), ("t3-r0", 1)] and plan.ahead == {("t2-r0", 1), ("t3-r0", 1)}
 
 
 def test_pods_not_seen_yet_are_not_started_ahead_again():

@@ -133,7 +133,8 @@ class SamplePolicy(SettingsModel):
         ge=0,
         le=100,
         description="Pods started ahead for the next samples in the queue (references staged, sandbox up, agent waiting): "
-        "one enters the window as soon as there is room, without a pod start. Each still serves one sample. 0: none.",
+        "one enters the window as soon as there is room, without a pod start. With it set every pod waits ready for its go, "
+        "and at most `parallelism` pods start at once. Each still serves one sample. 0: none.",
     )
 
 

@@ -337,18 +337,23 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     """Fill the window up to `parallelism`: pods started ahead get their go first (`_started_ahead`), then pods are
     created for queued attempts (their pod ahead deleted while the run was held, `hold_ahead`) and retries whose
     backoff is over, then for new samples; after them up to `spec.samples.startAhead` pods for the next samples in
-    the queue, which wait for their go. At most `MAX_CREATES_PER_PASS` creates a pass."""
+    the queue, which wait for their go. With startAhead every pod waits for its go, so a sample's clock starts at a
+    pod whose agent is ready, and at most `parallelism` pods start at once: a run's first pods do not share the node
+    with the pods ahead of them. At most `MAX_CREATES_PER_PASS` creates a pass."""
     waiting = _started_ahead(obs, plan, samples)
     in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
-    room = min(obs.spec.parallelism, plan.window or obs.spec.parallelism) - (len(in_flight) - len(waiting))
+    window = min(obs.spec.parallelism, plan.window or obs.spec.parallelism)
+    room = window - (len(in_flight) - len(waiting))
     going = [pod for pod in waiting if pod.ready][: max(room, 0)]
     plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
     # The rest of the room waits for the pods ahead still starting (their Ready brings a pass): each is
     # nearer its first request than a pod created now would be.
-    room -= len(going) + (len(waiting) - len(going))
+    room -= len(waiting)
     # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
     unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
-    wanted = max(room, 0) + max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
+    beyond = max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
+    starting = sum(not pod.ready for pod in waiting) + unseen + max(room, 0)
+    wanted = max(room, 0) + min(beyond, max(window - starting, 0))
     slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
     if slots < wanted:
         plan.wake_at.append(obs.now)  # the rest in the next pass
@@ -374,7 +379,7 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
         started = first_attempt() if entry is None else entry.resume() if entry.outcome == Outcome.queued else entry.start(entry.attempt + 1)
         plan.ledger[sample] = started
         plan.create_pods.append((sample, started.attempt))
-        if room <= 0:
+        if room <= 0 or obs.spec.samples.start_ahead:
             plan.ahead.add((sample, started.attempt))
         room -= 1
         slots -= 1
