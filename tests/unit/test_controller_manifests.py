@@ -146,15 +146,21 @@ def test_pod_deadline_leaves_room_to_stage_and_upload(agent, pod):
     assert m.sample_pod(c, "s-r0", 1)["spec"]["activeDeadlineSeconds"] == pod
 
 
-@pytest.mark.parametrize("build", [m.prepare_job, m.assemble_job])
-def test_the_prepare_and_assemble_jobs_request_cpu_and_memory_by_default_and_the_chart_and_spec_override(build):
+JUDGE = {"judge": {"model": "judge-m", "baseURL": "http://10.250.0.1:8000/v1"}}
+
+
+@pytest.mark.parametrize("build", [m.prepare_job, m.assemble_job, m.judge_job])
+def test_the_jobs_request_cpu_and_memory_by_default_and_the_chart_and_spec_override(build):
+    def judged(**spec) -> m.RunContext:
+        return ctx(**JUDGE, **spec)
+
     def resources(c: m.RunContext) -> dict:
         return build(c)["spec"]["template"]["spec"]["containers"][0]["resources"]
 
-    assert resources(ctx()) == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}  # Burstable, not BestEffort
+    assert resources(judged()) == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}  # Burstable, not BestEffort
     chart = PodDefaults.model_validate({"resources": {"jobs": {"requests": {"cpu": "1"}, "limits": {"memory": "4Gi"}}}})
-    assert resources(dataclasses.replace(ctx(), pod_defaults=chart)) == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "4Gi"}}
-    small = ctx(pod={"resources": {"jobs": {"limits": {"memory": "128Mi", "cpu": "500m"}}}})
+    assert resources(dataclasses.replace(judged(), pod_defaults=chart)) == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "4Gi"}}
+    small = judged(pod={"resources": {"jobs": {"limits": {"memory": "128Mi", "cpu": "500m"}}}})
     lowered = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"memory": "128Mi", "cpu": "500m"}}  # requests within the limits
     assert resources(dataclasses.replace(small, pod_defaults=chart)) == lowered
 

@@ -55,7 +55,7 @@ DEFAULT_VOLUMES = VolumeSizes(references="4Gi", scratch="1Gi")
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
 DEFAULT_LIMITS = {"stage": {"memory": "512Mi"}, "agent": {"memory": "1Gi"}, "sandbox": {}}
 SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
-# The prepare and assemble Jobs' own, below the chart's podDefaults.resources.jobs and spec.pod.resources.jobs: a CPU
+# The prepare, assemble and judge Jobs' own, below the chart's podDefaults.resources.jobs and spec.pod.resources.jobs: a CPU
 # request, or they are BestEffort (cgroup v1 cpu.shares 2: a prepare Job once ran 10 minutes on 1 s of CPU beside
 # other pods), and a memory limit well above what they hold (the tasks' parquet, then one file at a time).
 DEFAULT_JOB_RESOURCES = Resources(requests={"cpu": "200m", "memory": "256Mi"}, limits={"memory": "2Gi"})
@@ -295,7 +295,7 @@ def judge_job(ctx: RunContext) -> dict[str, Any]:
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
-    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env))
+    return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env, DEFAULT_JOB_RESOURCES))
 
 
 def with_render_sidecar(ctx: RunContext, job: dict[str, Any]) -> dict[str, Any]:
