@@ -17,6 +17,7 @@ from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import PodView, parse_pod
+from gdpval.controller.pure.status import build_status
 from gdpval.controller.types import Observed, Probe
 from gdpval.errors import GdpvalError
 from gdpval.runner.pod import wait_for_go
@@ -270,3 +271,12 @@ def test_the_rehearsal_before_the_go_sends_nothing():
 
     rehearse(make_client("http://127.0.0.1:9/v1").with_options(http_client=openai.DefaultHttpx2Client(transport=Recorded())))
     assert sent == []
+
+
+def test_pods_waiting_for_their_go_count_pending_not_running():
+    pods = [pod("t0-r0"), pod("t1-r0", ahead=True, ready=False), pod("t2-r0", ahead=True), pod("t3-r0", ahead=True)]
+    plan = decide(obs(running("t0-r0", "t1-r0", "t2-r0", "t3-r0"), pods))
+    assert plan.go_pods == [(n.sample_pod_name("run", "t2-r0", 1), 30.0)]  # the window of 2 has room for one
+    status = build_status(obs(running("t0-r0", "t1-r0", "t2-r0", "t3-r0"), pods), plan)
+    assert (status.samples.running, status.samples.pending, status.started_ahead) == (2, 6, 2)
+    assert "2 running" in plan.message

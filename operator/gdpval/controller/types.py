@@ -115,6 +115,7 @@ class Plan:
     create_pods: list[tuple[str, int]] = field(default_factory=list)
     ahead: set[tuple[str, int]] = field(default_factory=set)  # of create_pods, those started ahead of their turn
     go_pods: list[tuple[str, float]] = field(default_factory=list)  # (pod, its age) of pods started ahead that now run
+    started_ahead: int = 0  # pods started ahead still waiting for their go after this pass (pending, not running)
     delete_pods: list[str] = field(default_factory=list)
     deleting: set[str] = field(default_factory=set, repr=False)  # delete_pods as a set: one check per pod, not a scan
     create_jobs: list[str] = field(default_factory=list)

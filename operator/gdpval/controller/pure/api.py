@@ -406,6 +406,11 @@ class GdpvalRunStatus(SettingsModel):
         default=None,
         description="True when that check rendered text only (the run's sandbox image has no LibreOffice): pages, sheets and slides not counted.",
     )
+    started_ahead: int = Field(
+        default=0,
+        description="Sample pods started and waiting for their go (spec.samples.startAhead): counted in samples.pending, not running, "
+        "as they call no model yet.",
+    )
     pinned_spec_hash: str | None = Field(default=None, description="Hash of the immutable spec fields the run started with.")
     window: int | None = Field(
         default=None,

@@ -156,6 +156,7 @@ def build_status(obs: Observed, plan: Plan) -> GdpvalRunStatus:
         completed_rate=submission.completed_rate if submission else prev.completed_rate,
         grading_ready_rate=submission.grading_ready_rate if submission else prev.grading_ready_rate,
         grading_text_only=submission.grading_text_only if submission else prev.grading_text_only,
+        started_ahead=0 if terminal else plan.started_ahead,
         pinned_spec_hash=prev.pinned_spec_hash or current_hash,
         judge=plan.judge or prev.judge,
         suspended_seconds=_suspended_seconds(prev, conds, obs.now),

@@ -60,6 +60,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
     if can_start and not stopped and not plan.budget and not plan.outage:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
+    _count_waiting(obs, plan, samples)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
     message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
     if stopped:
@@ -383,6 +384,15 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
             plan.ahead.add((sample, started.attempt))
         room -= 1
         slots -= 1
+
+
+def _count_waiting(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
+    """Pods started ahead that still wait for their go call no model: the status counts them pending, not running."""
+    went = {name for name, _ in plan.go_pods}
+    waiting = sum(pod.name not in went for pod in _started_ahead(obs, plan, samples)) + len(plan.ahead)
+    plan.started_ahead = min(waiting, plan.tally.running)
+    plan.tally.running -= plan.started_ahead
+    plan.tally.pending += plan.started_ahead
 
 
 def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
