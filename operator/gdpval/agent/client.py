@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import time
 import urllib.request
 from urllib.parse import urlsplit
 
@@ -14,6 +16,8 @@ from gdpval.errors import GdpvalError
 
 PLACEHOLDER_KEY = "not-needed"  # local servers often accept any key; the client insists on one
 PREFLIGHT_TIMEOUT_S = 15.0
+REACH_TIMEOUT_S = 120.0  # how long a pod started ahead tries to connect to its endpoint before it says ready anyway
+REACH_CONNECT_S = 1.0  # one try's connect timeout: a dropped SYN is retried now, not after the kernel's backoff
 BODY_SHOWN = 200  # characters of an error body quoted back
 
 
@@ -60,6 +64,23 @@ def rehearse(client: openai.OpenAI) -> None:
             call()
         except openai.APIConnectionError:
             pass
+
+
+def reach(base_url: str, limit_s: float = REACH_TIMEOUT_S, connect_s: float = REACH_CONNECT_S) -> float | None:
+    """Open and close one TCP connection to the model endpoint; the seconds it took, None if it never answered.
+    A new pod's first packets can be dropped until the node's network policy knows its address, and the kernel
+    retries a lost SYN at 1, 2, 4 ... 32 s (a sample once took 65 s from its go to its first request): a pod
+    started ahead pays that before it says ready, with short tries. An endpoint down is the loop's to wait out."""
+    url = urlsplit(base_url)
+    address = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        try:
+            with socket.create_connection(address, timeout=connect_s):
+                return time.monotonic() - start
+        except OSError:
+            time.sleep(0.1)
+    return None
 
 
 def header_safe_key(key: str, source: str) -> str:

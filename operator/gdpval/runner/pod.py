@@ -90,7 +90,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice. A pod started
     ahead of its turn (`go`) gets everything ready, then waits for the go before its first model request."""
     with _unimportable(OPTIONAL_UNUSED):
-        from gdpval.agent.client import connection_pool, governed, make_client, rehearse
+        from gdpval.agent.client import connection_pool, governed, make_client, reach, rehearse
         from gdpval.agent.governor import Governor, Meter
         from gdpval.runner.attempt import Attempt, AttemptRedo, SandboxView, commit, missing_references, run_attempt
     from gdpval.sample import SampleResult
@@ -119,6 +119,8 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
         sample_client = governed(client, connection_pool(client, 1), governor, meter)
         if go is not None:
             rehearse(client)
+            if settings.model.base_url:
+                _say_reached(reach(settings.model.base_url))
             wait_for_go(go, Path(contract.READY_FILE))
         try:
             return run_attempt(
@@ -135,6 +137,13 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
             )
         except AttemptRedo:
             raise ModelUnavailable(sample_id) from None
+
+
+def _say_reached(seconds: float | None) -> None:
+    """A slow or failed first connection is worth a line in the pod's log: it is where a start's seconds go."""
+    if seconds is None or seconds > 1:
+        took = "no answer" if seconds is None else f"reached in {seconds:.1f} s"
+        print(f"gdpval: the model endpoint: {took}, before the go", file=sys.stderr, flush=True)
 
 
 def wait_for_go(go: Path, ready: Path, poll: float = GO_POLL_S) -> None:
