@@ -20,6 +20,7 @@ from support.operator import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+DELETED_TASKS = 4
 
 
 def test_run_reaches_succeeded_and_shows_progress(env):
@@ -76,9 +77,10 @@ def test_operator_sigkill_at_three_points(env):
 
 
 def test_deleted_sample_pod_is_retried(env):
-    """A slow model keeps the agent mid-loop, so the deleted pod cannot commit before it dies."""
+    """A slow model keeps the agent mid-loop, so the deleted pod cannot commit before it dies. Four tasks: two waves
+    at the model's pace are enough (all 12 took 160 s, the cluster tier's second-longest test)."""
     with start_background(host=env.node_ip, port=0, latency=1.0) as slow:
-        name = env.submit("deleted", model_url=slow.base_url, parallelism=2)
+        name = env.submit("deleted", model_url=slow.base_url, parallelism=2, selection={"limit": DELETED_TASKS})
         kube = env.kube
         victim = kube.wait_for(
             lambda: next((p["metadata"]["name"] for p in env.sample_pods(name) if p.get("status", {}).get("phase") == "Running"), None),
@@ -89,8 +91,8 @@ def test_deleted_sample_pod_is_retried(env):
         kube.run("delete", "pod", victim, "--grace-period=1", "--wait=false")
         env.wait_condition(name, "Succeeded")
     status = kube.run_status(name)
-    assert status["samples"]["retried"] >= 1 and status["samples"]["succeeded"] == TASKS
-    env.assert_complete_submission(name)
+    assert status["samples"]["retried"] >= 1 and status["samples"]["succeeded"] == DELETED_TASKS
+    env.assert_complete_submission(name, DELETED_TASKS)
 
 
 def test_model_faults_exhaust_retries_and_the_budget(env):

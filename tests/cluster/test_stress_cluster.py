@@ -1,15 +1,20 @@
-"""One GdpvalRun of all 220 stress tasks on the real local cluster (current revision, scripted model).
+"""One GdpvalRun of the 220-task stress dataset on the real local cluster (current revision, scripted model).
 
 The stress dataset (support.stress) goes to the cluster's MinIO; the operator runs as its own
 process, as in test_operator.py. The run must Succeed with a complete package: every task once,
 prompts (U+2028 and all) and rubrics intact, every reference file staged whole under names with
 spaces, `#`, `%`, `&` and accents. The figures of the run (wall time, reconcile passes, ledger size)
 are printed, for `pytest -s`.
+
+The suite runs 40 of the tasks (`GDPVAL_STRESS_TASKS`, default 40) chosen to hold every awkward case of the
+220 (`stress.covering_tasks`): all 220 took 680 s of a 35 min suite on one worker, the cluster tier's longest
+pole. `GDPVAL_STRESS_TASKS=220` runs them all; the ledger's bound is checked for 220 lines either way.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import time
 import urllib.request
 
@@ -29,6 +34,7 @@ from support.operator import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 PARALLELISM = 8
+TASKS = int(os.environ.get("GDPVAL_STRESS_TASKS", "40"))
 RUN_TIMEOUT = 3600
 LEDGER_LIMIT = 64 * 1024  # bytes; a ConfigMap may hold 1 MiB, a line per sample must stay far below
 
@@ -36,11 +42,12 @@ LEDGER_LIMIT = 64 * 1024  # bytes; a ConfigMap may hold 1 MiB, a line per sample
 @pytest.fixture(scope="module")
 def env(cluster, cluster_s3, tmp_path_factory):
     dataset = stress.make_stress_dataset(tmp_path_factory.mktemp("stress"), "current")
+    selection = {} if TASKS >= stress.TASKS else {"selection": {"taskIds": stress.covering_tasks(stress.stress_rows(), TASKS)}}
     with (
         operator_namespace(cluster, cluster_s3, "gdpval-stress", dataset, tmp_path_factory.mktemp("operator")) as ns,
         start_background(host=cluster.node_ip, port=0) as model,
     ):
-        yield ns.kube, ns.operator, ns.client, ns.bucket, dataset, ns.manifest("stress", model.base_url, parallelism=PARALLELISM)
+        yield ns.kube, ns.operator, ns.client, ns.bucket, dataset, ns.manifest("stress", model.base_url, parallelism=PARALLELISM, **selection)
 
 
 def reconcile_figures(port: int) -> dict[str, float]:
@@ -52,7 +59,7 @@ def reconcile_figures(port: int) -> dict[str, float]:
     return {"passes": count, "seconds": float(values["gdpval_reconcile_duration_seconds_sum"]), "slowest_bucket": slowest}
 
 
-def test_220_sample_run_succeeds_with_a_complete_package(env):
+def test_a_stress_run_succeeds_with_a_complete_package(env):
     kube, operator, client, bucket, dataset, manifest = env
     started = time.monotonic()
     kube.apply(manifest)
@@ -64,17 +71,19 @@ def test_220_sample_run_succeeds_with_a_complete_package(env):
     ledger_bytes = sum(len(k) + len(v.encode()) for k, v in ledger.items())
     figures = reconcile_figures(operator.metrics_port)
     print(
-        f"\n220-sample GdpvalRun: {elapsed:.0f}s at parallelism {PARALLELISM}; ledger {len(ledger)} lines, "
+        f"\n{TASKS}-sample GdpvalRun: {elapsed:.0f}s at parallelism {PARALLELISM}; ledger {len(ledger)} lines, "
         f"{ledger_bytes} bytes; {figures['passes']:.0f} reconcile passes, {figures['seconds']:.1f}s in total, "
         f"slowest under {figures['slowest_bucket']}s; retried {status['samples']['retried']}"
     )
 
-    assert status["progress"] == "220/220" and status["samples"]["succeeded"] == 220 and status["samples"]["failed"] == 0
-    assert len(ledger) == 220 and ledger_bytes < LEDGER_LIMIT
+    chosen = manifest["spec"].get("selection", {}).get("taskIds")
+    expected = [e for e in pq.read_table(dataset / stress.PARQUET).to_pylist() if chosen is None or e["task_id"] in chosen]
+    total = len(expected)
+    assert status["progress"] == f"{total}/{total}" and status["samples"]["succeeded"] == total and status["samples"]["failed"] == 0
+    assert len(ledger) == total and max(len(k) + len(v.encode()) for k, v in ledger.items()) * stress.TASKS < LEDGER_LIMIT
     rows = pq.read_table(
         io.BytesIO(client.get_object(Bucket=bucket, Key=f"out/runs/{run_folder(status)}/submission/data/train-00000-of-00001.parquet")["Body"].read())
     ).to_pylist()
-    expected = pq.read_table(dataset / stress.PARQUET).to_pylist()
     assert [r["task_id"] for r in rows] == [e["task_id"] for e in expected]
     root = f"out/runs/{run_folder(status)}/submission"
     for row, source in zip(rows, expected, strict=True):
@@ -85,7 +94,7 @@ def test_220_sample_run_succeeds_with_a_complete_package(env):
         text = client.get_object(Bucket=bucket, Key=f"{root}/{inventory}")["Body"].read().decode()
         seen = {path.split("/reference_files/", 1)[1]: size for path, size in parse_inventory(text).items()}
         assert seen == {ref.split("/", 1)[1]: (dataset / ref).stat().st_size for ref in source["reference_files"]}, row["task_id"]
-    assert sum(stress.LINE_SEPARATOR in r["prompt"] for r in rows) >= 40
+    assert sum(stress.LINE_SEPARATOR in r["prompt"] for r in rows) == sum(stress.LINE_SEPARATOR in e["prompt"] for e in expected) > 0
     committed = result_keys(client, bucket, "out", run_folder(status))
-    assert len(committed) == 220
+    assert len(committed) == total
     assert_committed_once(committed)

@@ -20,7 +20,7 @@ import hashlib
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -382,3 +382,31 @@ def rubric(rng: random.Random) -> dict[str, str]:
         )
     pretty = "\n".join(f"[{item['score']} pts] {item['criterion']}" for item in items)
     return {"rubric_pretty": pretty, "rubric_json": json.dumps(items, ensure_ascii=False)}
+
+
+def _names(row: dict[str, Any]) -> list[str]:
+    return [Path(path).name for path in row["reference_files"]]
+
+
+# What makes the dataset awkward, each a test over a row: a covering selection holds at least one row of each.
+AWKWARD: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "line separators in the prompt": lambda row: LINE_SEPARATOR in row["prompt"],
+    "no reference file": lambda row: not row["reference_files"],
+    f"{MOST_REFERENCES} reference files": lambda row: len(row["reference_files"]) == MOST_REFERENCES,
+    "the shortest prompt": lambda row: len(row["prompt"]) == PROMPT_MIN,
+    "the longest prompt": lambda row: len(row["prompt"]) == PROMPT_MAX,
+    **{f"{char!r} in a file name": (lambda row, char=char: any(char in name for name in _names(row))) for char in " #%&("},
+    "a name past ASCII": lambda row: any(not name.isascii() for name in _names(row)),
+    "a name of 180 characters": lambda row: any(len(name) >= 180 for name in _names(row)),
+    "an upper-case extension": lambda row: any(name.rsplit(".", 1)[-1].isupper() for name in _names(row)),
+    **{f"a {kind} gold": (lambda row, kind=kind: any(p.endswith(kind) for p in row.get("deliverable_files", []))) for kind in GOLD_FORMATS},
+    **{f"sector {sector}": (lambda row, sector=sector: row["sector"] == sector) for sector in OCCUPATIONS},
+}
+
+
+def covering_tasks(rows: list[dict[str, Any]], count: int) -> list[str]:
+    """`count` task ids in dataset order that hold every AWKWARD case (the first row of each), then the first others:
+    a run shorter than the whole dataset that still meets everything the whole would."""
+    chosen = {next(i for i, row in enumerate(rows) if awkward(row)) for awkward in AWKWARD.values()}
+    chosen |= set(sorted(set(range(len(rows))) - chosen)[: max(count - len(chosen), 0)])
+    return [rows[i]["task_id"] for i in sorted(chosen)]

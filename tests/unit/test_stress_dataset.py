@@ -112,3 +112,14 @@ def test_the_project_reads_it(dataset):
     assert [t.prompt for t in tasks] == [r["prompt"] for r in rows]
     assert [t.reference_files for t in tasks] == [r["reference_files"] for r in rows]
     assert all(bool(t.rubric_json) == (revision == "current") for t in tasks)
+
+
+def test_a_covering_selection_holds_every_awkward_case_in_dataset_order():
+    rows = stress.stress_rows()
+    chosen = stress.covering_tasks(rows, 40)
+    picked = [row for row in rows if row["task_id"] in set(chosen)]
+    assert len(chosen) == 40 and chosen == [row["task_id"] for row in picked]
+    missing = [case for case, awkward in stress.AWKWARD.items() if not any(awkward(row) for row in picked)]
+    assert not missing
+    assert any(not any(awkward(row) for row in rows[:40]) for awkward in stress.AWKWARD.values()), "the first 40 alone would do"
+    assert stress.covering_tasks(rows, 5) == stress.covering_tasks(rows, 1) and len(stress.covering_tasks(rows, 220)) == 220
