@@ -200,7 +200,8 @@ def on_disk(sources: list[Path]) -> dict[str, Path]:
     the wheel folders hard-link the same gigabytes."""
     seen, found = set(), {}
     for path in (p for source in sources if source.is_dir() for p in source.iterdir() if p.is_file()):
-        inode = (path.stat().st_dev, path.stat().st_ino)
+        stat = path.stat()
+        inode = (stat.st_dev, stat.st_ino)
         if inode not in seen:
             seen.add(inode)
             found[file_digest(path)] = path

@@ -60,7 +60,7 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
     if can_start and not stopped and not plan.budget and not plan.outage:
         fill_window(obs, plan, samples)
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
-    _count_waiting(obs, plan, samples)
+    _count_waiting(obs, plan)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
     message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
     if stopped:
@@ -386,24 +386,30 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
         slots -= 1
 
 
-def _count_waiting(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
+def _count_waiting(obs: Observed, plan: Plan) -> None:
     """Pods started ahead that still wait for their go call no model: the status counts them pending, not running."""
     went = {name for name, _ in plan.go_pods}
-    waiting = sum(pod.name not in went for pod in _started_ahead(obs, plan, samples)) + len(plan.ahead)
+    waiting = sum(pod.name not in went for pod in _waiting_for_go(obs, plan)) + len(plan.ahead)
     plan.started_ahead = min(waiting, plan.tally.running)
     plan.tally.running -= plan.started_ahead
     plan.tally.pending += plan.started_ahead
 
 
-def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
-    """Live pods of in-flight attempts still waiting for their go, in queue order; only the Ready ones (their
-    agent waits ready: manifests.ready_probe) may be given it."""
+def _waiting_for_go(obs: Observed, plan: Plan) -> list[PodView]:
+    """Live pods of in-flight attempts still waiting for their go; only the Ready ones (their agent waits ready:
+    manifests.ready_probe) may be given it."""
     waiting: list[PodView] = []
     for pod in sample_pods(obs):
         entry = plan.ledger.get(pod.sample)
         live = not (pod.terminal or pod.deleting or pod.name in plan.deleting)
         if pod.ahead and live and entry is not None and entry.outcome == Outcome.running and entry.attempt == pod.attempt:
             waiting.append(pod)
+    return waiting
+
+
+def _started_ahead(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> list[PodView]:
+    """The pods waiting for their go (`_waiting_for_go`) in queue order, the order their go comes in."""
+    waiting = _waiting_for_go(obs, plan)
     if not waiting:
         return waiting
     order = {sample: i for i, sample in enumerate(samples)}
