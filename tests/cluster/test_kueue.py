@@ -2,7 +2,7 @@
 
 Kueue's manager runs as a host process (tests/support/kueue.py) for this module's namespace only.
 A run labelled `kueue.x-k8s.io/queue-name` itself is queued whole: the operator's Workload of
-`parallelism` sample pods. A run with `spec.pod.labels: {kueue.x-k8s.io/queue-name: ...}` goes through
+`parallelism` + `startAhead` sample pods. A run with `spec.pod.labels: {kueue.x-k8s.io/queue-name: ...}` goes through
 the plain-pod integration instead: each of its pods is created behind Kueue's scheduling gate and
 runs once the queue's quota (here a count of pods) admits it.
 What is asserted comes from watch events, in the API server's order.
@@ -178,10 +178,12 @@ def admitted_owners(events: Events) -> set[str]:
 
 
 def test_a_queue_admits_a_run_at_most_its_quota_at_once(env):
+    """Parallelism 2 and 2 pods ahead against quota for K = 2: every pod, ahead or not, waits behind Kueue's gate
+    until admitted, and a pod ahead admitted holds its quota while it waits for its go."""
     queue = env.queue("two-pods", K)
     pods, workloads = env.pod_events(), env.workload_events()
     with start_background(host=env.node_ip, port=0) as model:
-        name = env.submit("queued", model.base_url, queue, parallelism=4, selection={"limit": 4})
+        name = env.submit("queued", model.base_url, queue, parallelism=2, selection={"limit": 4}, samples={"startAhead": 2})
         status = env.wait_succeeded(name)
     selector = f"gdpval.io/run={name},app.kubernetes.io/component=sample"
     wait_until(lambda: not (env.kube.get("pods", selector=selector) or {}).get("items"), 60, "the finished sample pods deleted, past Kueue's finalizer")
@@ -191,7 +193,7 @@ def test_a_queue_admits_a_run_at_most_its_quota_at_once(env):
     created = [pod for kind, pod in every if kind == "ADDED"]
     assert created and all(gated(pod) and KUEUE_FINALIZER in pod["metadata"]["finalizers"] for pod in created), [p["metadata"] for p in created]
     assert len({p["metadata"]["name"] for _, p in samples}) == 4 and never_deleted_while_gated(samples)
-    assert most_at_once(samples, unfinished) > K, "parallelism 4 never had more than the quota's pods waiting or running"
+    assert most_at_once(samples, unfinished) > K, "the pods ahead never waited beside the quota's pods"
     assert most_at_once(samples, admitted) == K and most_at_once(every, admitted) == K
     assert {p["metadata"]["name"] for p in created} <= admitted_owners(workloads.events)
 
@@ -272,22 +274,38 @@ def workload_condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), {})
 
 
-def test_a_run_queued_whole_waits_for_quota_for_all_its_pods_then_runs_and_finishes_its_workload(env):
-    """The run's own label queues it as one Workload of parallelism pods: with quota for one pod it
-    holds (no prepare Job, no pods) and says so; raising the quota admits it whole, it succeeds, and
-    its Workload ends Finished."""
+def test_a_run_queued_whole_asks_quota_for_its_pods_ahead_too_and_keeps_to_what_kueue_admitted(env):
+    """The run's own label queues it as one Workload of its window and its pods ahead (parallelism 2 +
+    startAhead 1: 3 pods): with quota for one pod it holds (no prepare Job, no pods) and says so; lowering
+    parallelism to 1 while it waits resizes the Workload to 2; quota for 2 admits it whole. Raising
+    parallelism back to 2 mid-run (the model holding every reply) is capped at the 2 pods admitted, and
+    the status says so; no more than 2 sample pods are ever live. It succeeds and its Workload ends Finished."""
     queue = env.queue("whole", 1)
-    with start_background(host=env.node_ip, port=0) as model:
-        name = env.submit_queued("whole", model.base_url, queue, parallelism=2, selection={"limit": 2})
+    pods = env.pod_events()
+    with start_background(host=env.node_ip, port=0, hold_after=0) as model:
+        name = env.submit_queued("whole", model.base_url, queue, parallelism=2, selection={"limit": 4}, samples={"startAhead": 1})
         wait_until(lambda: env.kube.condition(name, "Suspended").get("reason") == QUEUED and env.workload(name), 60, "the run waiting for admission")
         assert f"waiting for admission by Kueue in queue {queue}" in env.kube.condition(name, "Ready")["message"]
         assert not (env.kube.get("pods", selector=f"gdpval.io/run={name}") or {}).get("items"), "a run waiting for admission has no pods"
-        assert env.workload(name)["spec"]["podSets"][0]["count"] == 2
+        assert pod_set_count(env, name) == 3, "pods waiting ahead hold their requests: the Workload asks for them"
+        env.kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"parallelism":1}}')
+        wait_until(lambda: pod_set_count(env, name) == 2, 60, "the waiting Workload resized to parallelism 1 + startAhead 1")
         env.set_pod_quota(queue, 2)
+        wait_until(lambda: model.app.gate.waiting, RUN_TIMEOUT, "the first sample's model request")
+        env.kube.run("patch", "gdpvalrun", name, "--type=merge", "-p", '{"spec":{"parallelism":2}}')
+        capped = "Kueue admitted 2 sample pods, fewer than parallelism + startAhead (3)"
+        wait_until(lambda: capped in env.kube.condition(name, "Ready").get("message", ""), 60, "the status saying the run keeps to its admission")
+        model.app.gate.release()
         status = env.wait_succeeded(name)
-    assert status["samples"]["succeeded"] == 2 and status["samples"]["failed"] == 0
+    pods.stop()
+    assert status["samples"]["succeeded"] == 4 and status["samples"]["failed"] == 0
+    assert most_at_once(run_pods(pods.events, name, "sample"), unfinished) == 2, "more sample pods than Kueue admitted"
     finished = wait_until(lambda: workload_condition(env.workload(name), "Finished"), 60, "the Workload Finished")
     assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+
+
+def pod_set_count(env: Env, run: str) -> int:
+    return env.workload(run)["spec"]["podSets"][0]["count"]
 
 
 def test_a_higher_priority_run_preempts_a_whole_run_that_resumes_under_its_attempt(env):

@@ -12,7 +12,7 @@ from gdpval.controller.pure.decide import decide, needed_probes
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import JobView, PodView, iso
 from gdpval.controller.pure.status import build_status
-from gdpval.controller.types import QUEUE_POLL_SECONDS, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Blocker, Observed, Probe
+from gdpval.controller.types import QUEUE_POLL_SECONDS, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, WORKLOAD_RESIZE, Blocker, Observed, Probe
 
 NOW = 1_000_000.0
 SAMPLES = ("t0-r0", "t1-r0", "t2-r0")
@@ -24,10 +24,11 @@ def spec(**kw) -> GdpvalRunSpec:
     return GdpvalRunSpec.model_validate(base | kw)
 
 
-def workload(*conditions: tuple[str, str, str], admission: bool = False, version: str = "7") -> q.WorkloadView:
+def workload(*conditions: tuple[str, str, str], admission: bool = False, version: str = "7", pods: int = 2) -> q.WorkloadView:
     conds = [{"type": t, "status": s, "reason": r, "message": f"{t} {r}", "lastTransitionTime": iso(NOW - 60)} for t, s, r in conditions]
     body = {
         "metadata": {"name": "wl", "resourceVersion": version},
+        "spec": {"podSets": [{"name": q.POD_SET, "count": pods}]},
         "status": {"conditions": conds} | ({"admission": {"clusterQueue": "cq"}} if admission else {}),
     }
     return q.parse_workload(body)
@@ -52,8 +53,8 @@ def test_queueing_comes_from_the_run_labels():
     assert q.Queueing.of({q.PRIORITY_LABEL: "high"}) is None and q.Queueing.of(None) is None
 
 
-def test_the_workload_is_one_podset_of_parallelism_sample_pods_shaped_by_the_sample_pod_builder():
-    ctx = m.RunContext("demo", "ns", "0123456789-uid", spec(parallelism=3), "agent:1", "sandbox:1")
+def test_the_workload_is_one_podset_of_the_windows_and_the_ahead_sample_pods_shaped_by_the_sample_pod_builder():
+    ctx = m.RunContext("demo", "ns", "0123456789-uid", spec(parallelism=3, samples={"startAhead": 2}), "agent:1", "sandbox:1")
     wl = q.workload_manifest(ctx, QUEUED, priority=100)
     pod = m.sample_pod(ctx, "x", 1)["spec"]
     assert wl["metadata"]["name"] == q.workload_name("demo", "0123456789-uid") and wl["metadata"]["namespace"] == "ns"
@@ -61,7 +62,8 @@ def test_the_workload_is_one_podset_of_parallelism_sample_pods_shaped_by_the_sam
     assert wl["spec"]["queueName"] == "team-a" and wl["spec"]["priority"] == 100
     assert wl["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
     (pod_set,) = wl["spec"]["podSets"]
-    assert pod_set["name"] == "sample" and pod_set["count"] == 3
+    assert pod_set["name"] == "sample" and pod_set["count"] == 5, "pods waiting ahead hold what they request too"
+    assert q.parse_workload(wl).pods == 5
     template = pod_set["template"]["spec"]
     assert [c["resources"] for c in template["containers"]] == [c["resources"] for c in pod["containers"]]
     assert template["containers"][0]["resources"]["requests"]["cpu"] == "250m"
@@ -163,3 +165,34 @@ def test_a_run_that_ends_finishes_its_workload_also_when_it_was_settled_before()
     assert decide(settled).workload == WORKLOAD_FINISH
     finished = workload(("Finished", "True", "Succeeded"))
     assert decide(replace(settled, workload=finished)).workload == ""
+
+
+def test_a_workload_waiting_for_quota_is_resized_when_parallelism_or_start_ahead_change():
+    grown = spec(parallelism=3, samples={"startAhead": 1})
+    plan = decide(obs(samples=None, spec=grown, workload=PENDING))
+    assert plan.workload == WORKLOAD_RESIZE and plan.state == "Suspended"
+    ctx = m.RunContext("demo", "ns", "0123456789-uid", grown, "agent:1", "sandbox:1")
+    patch = q.resize_patch(PENDING, q.workload_manifest(ctx, QUEUED))
+    assert patch["metadata"] == {"resourceVersion": "7"}, "a Workload Kueue changed meanwhile is a Conflict, not overwritten"
+    assert [ps["count"] for ps in patch["spec"]["podSets"]] == [4] and set(patch["spec"]) == {"podSets"}
+    assert decide(obs(samples=None, spec=grown, workload=workload(("QuotaReserved", "False", "Pending"), pods=4))).workload == ""
+    assert decide(obs(spec=grown, workload=ADMITTED)).workload == "", "a reserved Workload's podSets are immutable"
+
+
+def test_an_admitted_run_keeps_to_the_sample_pods_kueue_admitted_and_says_so():
+    grown = obs(spec=spec(parallelism=3, samples={"startAhead": 1}), workload=ADMITTED)
+    plan = decide(grown)
+    assert len(plan.create_pods) == 2, plan.create_pods
+    assert "Kueue admitted 2 sample pods, fewer than parallelism + startAhead (4)" in plan.message
+    assert "Kueue admitted" not in decide(obs(workload=ADMITTED)).message
+
+
+def test_pods_ahead_come_after_the_window_within_the_admitted_pods():
+    ledger = {"t0-r0": Entry(1, Outcome.running), "t1-r0": Entry(1, Outcome.running)}
+    going = (pod("t0-r0"), pod("t1-r0"))
+    samples = (*SAMPLES, "t3-r0", "t4-r0")
+    ahead = spec(samples={"startAhead": 2})
+    three = workload(("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted"), admission=True, pods=3)
+    assert decide(obs(spec=ahead, ledger=ledger, pods=going, samples=samples, workload=three)).create_pods == [("t2-r0", 1)]
+    four = workload(("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted"), admission=True, pods=4)
+    assert decide(obs(spec=ahead, ledger=ledger, pods=going, samples=samples, workload=four)).create_pods == [("t2-r0", 1), ("t3-r0", 1)]

@@ -134,7 +134,7 @@ class Plan:
     tally: Tally = field(default_factory=Tally)
     wake_at: list[float] = field(default_factory=list)
     judge: JudgeEstimate | None = None  # for status.judge
-    workload: str = ""  # WORKLOAD_CREATE, WORKLOAD_RELEASE or WORKLOAD_FINISH: the queued run's Workload write
+    workload: str = ""  # WORKLOAD_CREATE, _RESIZE, _RELEASE or _FINISH: the queued run's Workload write
 
     def delete(self, pod: PodView) -> None:
         """Plan a pod's deletion once (a pod being deleted already is left alone)."""
@@ -151,4 +151,4 @@ class Plan:
         return max(1.0, soonest)
 
 
-WORKLOAD_CREATE, WORKLOAD_RELEASE, WORKLOAD_FINISH = "create", "release", "finish"
+WORKLOAD_CREATE, WORKLOAD_RESIZE, WORKLOAD_RELEASE, WORKLOAD_FINISH = "create", "resize", "release", "finish"

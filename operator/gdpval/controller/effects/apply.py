@@ -27,7 +27,7 @@ from gdpval.controller.pure.ledger import encode_cluster, split
 from gdpval.controller.pure.manifests import RunContext, judge_job
 from gdpval.controller.pure.observe import iso
 from gdpval.controller.pure.status import status_patch
-from gdpval.controller.types import WORKLOAD_CREATE, WORKLOAD_RELEASE, Note, Observed, Plan
+from gdpval.controller.types import WORKLOAD_CREATE, WORKLOAD_RELEASE, WORKLOAD_RESIZE, Note, Observed, Plan
 
 log = logging.getLogger("gdpval.operator")
 Spawn = Callable[[Callable[[], None]], None]
@@ -98,7 +98,7 @@ class Effects:
 
     async def write_workload(self, ctx: RunContext, obs: Observed, plan: Plan) -> None:
         """A queued run's Workload: created (with its WorkloadPriorityClass's value, as Kueue's job
-        integrations do), or its status patched: quota given back after an eviction, or Finished."""
+        integrations do), resized while it waits, or its status patched: quota given back after an eviction, or Finished."""
         queueing, view = obs.queueing, obs.workload
         if not plan.workload or queueing is None:
             return
@@ -113,11 +113,16 @@ class Effects:
                 plan.notes.append(Note("WorkloadRefused", f"the Kueue Workload for queue {queueing.queue} was refused: {refused}", warning=True))
             return
         assert view is not None  # decide patches only a Workload it read
-        if plan.workload == WORKLOAD_RELEASE:
+        resize = plan.workload == WORKLOAD_RESIZE
+        if resize:
+            patch = queue.resize_patch(view, queue.workload_manifest(ctx, queueing))
+        elif plan.workload == WORKLOAD_RELEASE:
             patch = queue.release_patch(view, obs.now)
         else:
             patch = queue.finish_patch(view, plan.state == "Succeeded", plan.message, obs.now)
-        await asyncio.to_thread(self.kube.patch_workload_status, ctx.namespace, view.name, patch)
+        refused = await asyncio.to_thread(self.kube.patch_workload, ctx.namespace, view.name, patch, status=not resize)
+        if refused:
+            plan.notes.append(Note("WorkloadRefused", f"the {plan.workload} of Kueue Workload {view.name} was refused: {refused}", warning=True))
 
     def _delete_pods(self, memory: RunMemory, ctx: RunContext, names: list[str]) -> None:
         """Deletions the pass does not wait for: the ledger already holds what each pod's end decided,

@@ -236,10 +236,12 @@ class Kube:
 
         return _create(call, manifest, self.timeout)
 
-    def patch_workload_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        """A merge patch carrying the resourceVersion it was computed from: a Workload Kueue changed meanwhile is a Conflict."""
+    def patch_workload(self, namespace: str, name: str, patch: Mapping[str, Any], status: bool = True) -> str | None:
+        """A merge patch of its status (or its spec) carrying the resourceVersion it was computed from: a Workload
+        Kueue changed meanwhile is a Conflict. A refusal (Kueue's webhook) returns its message."""
+        call = self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
         try:
-            self.custom.patch_namespaced_custom_object_status(
+            call(
                 queue.GROUP,
                 queue.VERSION,
                 namespace,
@@ -252,8 +254,11 @@ class Kube:
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"workload {name} changed: {exc.reason}") from None
+            if exc.status in (400, 403, 422):
+                return _api_message(exc)
             if exc.status != 404:
                 raise
+        return None
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:

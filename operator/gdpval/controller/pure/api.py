@@ -134,7 +134,8 @@ class SamplePolicy(SettingsModel):
         le=100,
         description="Pods started ahead for the next samples in the queue (references staged, sandbox up, agent waiting): "
         "one enters the window as soon as there is room, without a pod start. With it set every pod waits ready for its go, "
-        "and at most `parallelism` pods start at once. Each still serves one sample. 0: none.",
+        "and at most `parallelism` pods start at once. Each still serves one sample, and holds its requests while it waits "
+        "(a run queued whole in Kueue asks quota for parallelism + startAhead pods). 0: none.",
     )
 
 

@@ -1,7 +1,9 @@
 """A whole GdpvalRun queued in Kueue as one Workload, the way Kueue's own job integrations do it.
 
-A run labelled `kueue.x-k8s.io/queue-name` gets one Workload (podSet "sample": parallelism pods of
-the sample pod's shape). Until Kueue reserves quota and admits it, the run holds as if suspended;
+A run labelled `kueue.x-k8s.io/queue-name` gets one Workload (podSet "sample": the sample pod's shape,
+`parallelism` pods and those started ahead of their turn, spec.samples.startAhead: each holds what it
+requests while it waits). Until Kueue reserves quota and admits it, the run holds as if suspended;
+a change of either before then resizes the Workload; after, the run keeps within what was admitted.
 when Kueue evicts it (preemption), the run stops its pods like a suspend and then gives the quota
 back (admission unset, QuotaReserved False), as Kueue's job reconciler does for a stopped job, so the
 Workload queues again. A finished run marks its Workload Finished, which releases the quota.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdpval.controller.pure import names as n
+from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.manifests import RunContext, sample_pod
 from gdpval.controller.pure.observe import iso
 
@@ -58,6 +61,7 @@ class WorkloadView:
     evicted_message: str = ""
     finished: bool = False
     pending_message: str = ""  # why Kueue has not reserved quota yet (QuotaReserved False)
+    pods: int = 0  # the sample pods it asks quota for (its podSets' counts)
     conditions: tuple[Mapping[str, Any], ...] = ()
 
     @property
@@ -96,7 +100,37 @@ def parse_workload(body: Mapping[str, Any]) -> WorkloadView:
         finished=_true(conditions, "Finished"),
         pending_message=(reserved.get("message") or "") if reserved and reserved.get("status") != "True" else "",
         conditions=tuple(conditions),
+        pods=sum(int(ps.get("count") or 0) for ps in (body.get("spec") or {}).get("podSets") or []),
     )
+
+
+def pods_wanted(spec: GdpvalRunSpec) -> int:
+    """The most sample pods a run holds at once: its window and the pods started ahead of it."""
+    return spec.parallelism + spec.samples.start_ahead
+
+
+def admitted_pods(queueing: Queueing | None, view: WorkloadView | None) -> int | None:
+    """The sample pods Kueue reserved quota for, which the run never exceeds; None when no Workload bounds it."""
+    return view.pods if queueing is not None and view is not None and view.reserved else None
+
+
+def over_quota(spec: GdpvalRunSpec, queueing: Queueing | None, view: WorkloadView | None) -> str:
+    """What the status says while the run asks more pods than Kueue admitted (changed after admission), or ""."""
+    admitted, wanted = admitted_pods(queueing, view), pods_wanted(spec)
+    if admitted is None or admitted >= wanted:
+        return ""
+    return f"Kueue admitted {admitted} sample pods, fewer than parallelism + startAhead ({wanted}): the run keeps to {admitted} until it is queued again"
+
+
+def must_resize(spec: GdpvalRunSpec, view: WorkloadView | None) -> bool:
+    """parallelism or startAhead changed while the Workload waits for quota: it asks for the new size (a reserved
+    Workload's podSets are immutable, so an admitted run keeps within its size instead: `admitted_pods`)."""
+    return view is not None and not view.reserved and not view.finished and view.pods != pods_wanted(spec)
+
+
+def resize_patch(view: WorkloadView, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload's podSets as `manifest` has them, only if nothing changed since `view` was read."""
+    return {"metadata": {"resourceVersion": view.resource_version}, "spec": {"podSets": manifest["spec"]["podSets"]}}
 
 
 def _shape(container: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,14 +138,14 @@ def _shape(container: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def workload_manifest(ctx: RunContext, queueing: Queueing, priority: int | None = None) -> dict[str, Any]:
-    """The run's Workload: one podSet of `parallelism` sample pods, shaped by the sample pod builder itself."""
+    """The run's Workload: one podSet of `pods_wanted` sample pods, shaped by the sample pod builder itself."""
     pod = sample_pod(ctx, "sample", 1)["spec"]
     template = {k: pod[k] for k in _POD_FIELDS if k in pod}
     template["containers"] = [_shape(c) for c in pod["containers"]]
     template["initContainers"] = [_shape(c) for c in pod.get("initContainers", [])]
     spec: dict[str, Any] = {
         "queueName": queueing.queue,
-        "podSets": [{"name": POD_SET, "count": ctx.spec.parallelism, "template": {"spec": template}}],
+        "podSets": [{"name": POD_SET, "count": pods_wanted(ctx.spec), "template": {"spec": template}}],
     }
     if queueing.priority:
         spec["priorityClassRef"] = {"group": GROUP, "kind": "WorkloadPriorityClass", "name": queueing.priority}

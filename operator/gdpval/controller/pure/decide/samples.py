@@ -28,6 +28,7 @@ from gdpval.controller.pure.policy import (
     next_window,
     retry_at,
 )
+from gdpval.controller.pure.queue import admitted_pods, over_quota
 from gdpval.controller.types import Note, Observed, Plan, Tally, Verdict
 from gdpval.sample import Tally as RunTally
 from gdpval.sample import Usage
@@ -62,7 +63,8 @@ def run_samples(obs: Observed, plan: Plan, samples: tuple[str, ...], can_start: 
     plan.tally = tally(obs.spec, samples, plan.ledger, obs.sectors)
     _count_waiting(obs, plan)
     plan.network_policy = True  # egress of sample pods: by address with the network off, never to metadata services
-    message = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
+    counts = f"{plan.tally.running} running, {plan.tally.pending} pending, {plan.tally.done}/{plan.tally.total} done"
+    message = "; ".join(filter(None, (counts, over_quota(obs.spec, obs.queueing, obs.workload))))
     if stopped:
         return queued(obs, Verdict("Suspended", "Suspended", message))
     if plan.outage:
@@ -343,7 +345,7 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     with the pods ahead of them. At most `MAX_CREATES_PER_PASS` creates a pass."""
     waiting = _started_ahead(obs, plan, samples)
     in_flight = [(sample, e.attempt) for sample, e in plan.ledger.items() if e.outcome == Outcome.running]
-    window = min(obs.spec.parallelism, plan.window or obs.spec.parallelism)
+    window, ahead = _bounds(obs, plan)
     room = window - (len(in_flight) - len(waiting))
     going = [pod for pod in waiting if pod.ready][: max(room, 0)]
     plan.go_pods.extend((pod.name, obs.now - pod.created) for pod in going)
@@ -352,7 +354,7 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
     room -= len(waiting)
     # A pod the watch does not show yet counts both in the window and ahead: neither is overfilled.
     unseen = len(set(in_flight) - _present(obs)) if obs.spec.samples.start_ahead else 0
-    beyond = max(obs.spec.samples.start_ahead - (len(waiting) - len(going) + unseen), 0)
+    beyond = max(ahead - (len(waiting) - len(going) + unseen), 0)
     starting = sum(not pod.ready for pod in waiting) + unseen + max(room, 0)
     wanted = max(room, 0) + min(beyond, max(window - starting, 0))
     slots = min(wanted, MAX_CREATES_PER_PASS - len(plan.create_pods))
@@ -384,6 +386,17 @@ def fill_window(obs: Observed, plan: Plan, samples: tuple[str, ...]) -> None:
             plan.ahead.add((sample, started.attempt))
         room -= 1
         slots -= 1
+
+
+def _bounds(obs: Observed, plan: Plan) -> tuple[int, int]:
+    """The window (within parallelism and the rate limits' cut) and the pods ahead of it, both within the sample pods
+    Kueue admitted the run for: the window's pods come first."""
+    window = min(obs.spec.parallelism, plan.window or obs.spec.parallelism)
+    admitted = admitted_pods(obs.queueing, obs.workload)
+    if admitted is None:
+        return window, obs.spec.samples.start_ahead
+    window = min(window, admitted)
+    return window, max(min(obs.spec.samples.start_ahead, admitted - window), 0)
 
 
 def _count_waiting(obs: Observed, plan: Plan) -> None:

@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.ledger import Outcome
-from gdpval.controller.pure.queue import hold_reason, must_release
-from gdpval.controller.types import QUEUE_POLL_SECONDS, TERMINAL_STATES, WORKLOAD_CREATE, WORKLOAD_FINISH, WORKLOAD_RELEASE, Note, Observed, Plan, Verdict
+from gdpval.controller.pure.queue import hold_reason, must_release, must_resize
+from gdpval.controller.types import (
+    QUEUE_POLL_SECONDS,
+    TERMINAL_STATES,
+    WORKLOAD_CREATE,
+    WORKLOAD_FINISH,
+    WORKLOAD_RELEASE,
+    WORKLOAD_RESIZE,
+    Note,
+    Observed,
+    Plan,
+    Verdict,
+)
 
 
 def held(obs: Observed) -> tuple[str, str] | None:
@@ -78,8 +89,9 @@ def suspend_jobs(obs: Observed, plan: Plan, verdict: Verdict) -> Verdict:
 
 
 def workload_step(obs: Observed, plan: Plan, state: str) -> None:
-    """The queued run's Workload: created once; its quota given back after an eviction once nothing
-    runs, or at the end (Finished). Its status is read again soon: Kueue's decisions arrive by polling."""
+    """The queued run's Workload: created once, resized while it waits for quota; its quota given back after an
+    eviction once nothing runs, or at the end (Finished). Its status is read again soon: Kueue's decisions arrive
+    by polling."""
     if obs.queueing is None:
         return
     view = obs.workload
@@ -89,6 +101,8 @@ def workload_step(obs: Observed, plan: Plan, state: str) -> None:
         plan.workload = WORKLOAD_FINISH
     elif must_release(view, _active(obs, plan)):
         plan.workload = WORKLOAD_RELEASE
+    elif state not in TERMINAL_STATES and must_resize(obs.spec, view):
+        plan.workload = WORKLOAD_RESIZE
     if state not in TERMINAL_STATES:
         plan.wake_at.append(obs.now + QUEUE_POLL_SECONDS)
 
