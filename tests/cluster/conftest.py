@@ -37,9 +37,18 @@ def node_listener(env: Env) -> Iterator[tuple[str, int]]:
 
 @pytest.fixture(scope="session")
 def bystander(env: Env) -> tuple[str, str]:
-    """A pod without any policy, listening on BYSTANDER_PORT: (name, pod IP)."""
+    """A pod without any policy, listening on BYSTANDER_PORT: (name, pod IP). Ready once the kubelet's own
+    connection succeeds: a started container is not yet a listening one (refused at load 8 on a fresh machine)."""
     name = "bystander"
-    container = {"name": "main", "image": env.images[1], "imagePullPolicy": "Never", "command": ["python3", "-c", LISTEN], **RESTRICTED_CONTAINER}
+    listening = {"tcpSocket": {"port": BYSTANDER_PORT}, "periodSeconds": 1}
+    container = {
+        "name": "main",
+        "image": env.images[1],
+        "imagePullPolicy": "Never",
+        "command": ["python3", "-c", LISTEN],
+        "readinessProbe": listening,
+        **RESTRICTED_CONTAINER,
+    }
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
