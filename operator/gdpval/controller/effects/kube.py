@@ -21,6 +21,9 @@ from gdpval.controller.pure import api, queue
 from gdpval.controller.pure.policy import REQUEST_TIMEOUT
 from gdpval.controller.types import Blocker
 
+# What the API server (or an admission webhook) answers to an object it will not take: returned as its message.
+REFUSED = (400, 403, 422)
+
 
 class SecretForbidden(Exception):
     """RBAC keeps the operator from reading a Secret the run names."""
@@ -254,7 +257,7 @@ class Kube:
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"workload {name} changed: {exc.reason}") from None
-            if exc.status in (400, 403, 422):
+            if exc.status in REFUSED:
                 return _api_message(exc)
             if exc.status != 404:
                 raise
@@ -301,7 +304,7 @@ def _create(call: Any, manifest: Mapping[str, Any], timeout: tuple[float, float]
     except ApiException as exc:
         if exc.status == 409:
             return None
-        if exc.status in (400, 403, 422):
+        if exc.status in REFUSED:
             return _api_message(exc)
         raise
     return None

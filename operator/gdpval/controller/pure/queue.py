@@ -2,9 +2,9 @@
 
 A run labelled `kueue.x-k8s.io/queue-name` gets one Workload (podSet "sample": the sample pod's shape,
 `parallelism` pods and those started ahead of their turn, spec.samples.startAhead: each holds what it
-requests while it waits). Until Kueue reserves quota and admits it, the run holds as if suspended;
-a change of either before then resizes the Workload; after, the run keeps within what was admitted.
-when Kueue evicts it (preemption), the run stops its pods like a suspend and then gives the quota
+requests while it waits). Until Kueue reserves quota and admits it, the run holds as if suspended,
+and a change of either resizes the Workload; once admitted, the run keeps within what was admitted.
+When Kueue evicts it (preemption), the run stops its pods like a suspend and then gives the quota
 back (admission unset, QuotaReserved False), as Kueue's job reconciler does for a stopped job, so the
 Workload queues again. A finished run marks its Workload Finished, which releases the quota.
 Pure functions here; the calls are in `kube`, the reads in `gather`, the writes in `effects`.
