@@ -7,6 +7,10 @@ descriptors (its token), or raise its OOM score."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from support.attacks import NOBODY
@@ -14,6 +18,7 @@ from support.attacks import NOBODY
 USERS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nonroot"])
 SMALL = ("--sandbox-pids", "64", "--sandbox-memory-mb", "256", "--sandbox-disk-mb", "512")  # files may outgrow /tmp
 ALIVE = {"bash": "echo alive"}
+REFUSED = "failed to start bash: [Errno 11] Resource temporarily unavailable"
 
 FILL = "dd if=/dev/zero of={path}/fill bs=1M count=400 2>&1 | head -1; df -m {path} | tail -1"
 GREEDY = """blocks = []
@@ -104,12 +109,31 @@ def test_exhausting_memory_stops_the_command_not_the_server(run_script, uid: int
 
 @USERS
 def test_exhausting_processes_is_eagain_and_the_sample_goes_on(run_script, uid: int) -> None:
-    """A bomb that keeps forking outlives its command and holds the sandbox's every process slot."""
-    run = run_script([{"python_exec": BOMB}, {"bash": "sleep 1"}, ALIVE], uid, *SMALL)
+    """A bomb that keeps forking outlives its command and holds the sandbox's process slots. The slot
+    its command frees on exit goes to whoever forks first, the bomb or the server starting the next
+    command, so each later call either runs or is refused with EAGAIN; every one is answered."""
+    run = run_script([{"python_exec": BOMB}, {"bash": "echo slept"}, ALIVE], uid, *SMALL)
     assert run.returncode == 0, run.stderr
-    bomb, *refused = run.tool_results()
+    bomb, *later = run.tool_results()
     assert "full: Resource temporarily unavailable" in bomb, bomb
-    assert all("failed to start bash: [Errno 11] Resource temporarily unavailable" in out for out in refused), refused
+    assert len(later) == 2, later
+    assert all(out.startswith(("slept", "alive", REFUSED)) for out in later), later
+
+
+def test_a_command_with_no_process_slot_left_is_refused_with_eagain() -> None:
+    """Deterministic half of the test above: with no slot left, starting a command fails at once and the
+    result says why, with exit code 127 as a shell's "not started"."""
+    probe = (
+        "import json, resource\n"
+        "from gdpval.sandbox.toolserver import ProcessRegistry, run_command\n"
+        "resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))\n"
+        "print(json.dumps(run_command(['bash', '-c', 'echo ran'], None, '/', 10, 1000, ProcessRegistry())))\n"
+    )
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", probe]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["output"].startswith(REFUSED) and result["exit_code"] == 127, result
 
 
 @USERS
