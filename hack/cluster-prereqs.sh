@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the local cluster and the tests need, idempotently: Debian packages,
 # containerd and etcd from trixie (unpacked into a private prefix, not installed), the cached Go
-# builds (Kubernetes, MinIO, kubeconform, kwok, kube-router), kubectl and helm, and the podman
+# builds (Kubernetes, MinIO, kubeconform, kube-router), kubectl and helm, and the podman
 # images the cluster uses (the full sandbox image is hack/setup.sh's and images/sandbox/build.sh's).
 # Usage: hack/cluster-prereqs.sh [--no-build]   (--no-build: packages and debs only)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -88,8 +88,13 @@ main() {
     # of wheels), so that neither the cluster nor Kueue and LiteLLM wait for it.
     step "images: base, pause, operator, slim" "$HACK_DIR/images.sh" build >"$CACHE/logs/images-build.log" 2>&1 &
     local images_pid=$!
-    step "kubernetes build" "$HACK_DIR/build-k8s.sh"
-    step "Go tools, kubectl and helm" "$HACK_DIR/build-tools.sh" all
+    # What the cluster needs builds at the tests' priority, kube-router and MinIO (most integration
+    # tests start one) beside Kubernetes; the other tools after it, niced.
+    GO_NICE=0 step "kube-router, MinIO, kubectl and helm" "$HACK_DIR/build-tools.sh" kubectl-helm kube-router minio &
+    local tools_pid=$!
+    GO_NICE=0 step "kubernetes build" "$HACK_DIR/build-k8s.sh"
+    step "kube-router, MinIO (waited for)" wait "$tools_pid" || die "tool build failed"
+    step "Go tools" "$HACK_DIR/build-tools.sh" all
     step "images (waited for)" wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
     grep -h '^\[step\]' "$CACHE/logs/images-build.log" >&2 || true
   fi

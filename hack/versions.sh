@@ -4,7 +4,6 @@ K8S_VERSION=v1.34.12
 # MinIO tags are not semver; the Go module proxy serves it as a pseudo-version.
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 KUBECONFORM_VERSION=v0.8.0
-KWOK_VERSION=v0.8.0
 # NetworkPolicy engine of the test cluster (firewall only). The only v2 release the Go module proxy
 # serves here; it enforces policies on a cluster that is not reachable from outside the machine.
 KUBE_ROUTER_VERSION=v2.1.0
