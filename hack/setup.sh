@@ -18,6 +18,7 @@ cd "$REPO_ROOT"
 # This checkout's background job (another checkout may run its own against the same cache).
 BUILDS_LOG="$REPO_ROOT/.cache/setup-builds.log"
 BUILDS_STATUS="$REPO_ROOT/.cache/setup-builds.status"
+READY_DIR="$REPO_ROOT/.cache/setup-ready"
 
 apt_install() {
   apt-get update -q
@@ -39,17 +40,28 @@ runtime() {
 }
 
 # Everything slow: the Go builds and the images (hack/cluster-prereqs.sh); beside them the runtime
-# (it needs only the images); after them Kueue, in the background and not waited for (only
-# tests/cluster/test_kueue.py needs it; it waits on the build lock).
+# (it needs only the images); then the cluster up with the project's images, and the full image in
+# it. Each writes a marker in $READY_DIR once ready, which the test scheduler reads
+# (tests/infra/schedule.py) to start a tier as soon as its build is done. Kueue and LiteLLM build in
+# the background and are not waited for (their tests wait on their build locks).
 builds() {
-  step "full runtime (beside the Go builds)" with_lock sandbox-runtime runtime &
+  mkdir -p "$READY_DIR"
+  { step "full runtime (beside the Go builds)" with_lock sandbox-runtime runtime && touch "$READY_DIR/runtime"; } &
   local full=$!
   step "cluster prerequisites" "$HACK_DIR/cluster-prereqs.sh"
+  step "cluster up, project images imported" cluster_ready
   nohup "$HACK_DIR/build-tools.sh" kueue >"$CACHE/logs/kueue-build.log" 2>&1 &
   # LiteLLM's proxy (tests/integration/test_litellm_proxy.py) installs into its own cached venv, in the
   # background too; the test waits on its lock and says so when the install failed.
   nohup "$HACK_DIR/litellm.sh" >"$CACHE/logs/litellm-install.log" 2>&1 &
   wait "$full"
+  step "full image into the cluster" "$REPO_ROOT/images/sandbox/build.sh" import
+}
+
+cluster_ready() {
+  "$HACK_DIR/cluster.sh" up >/dev/null
+  "$HACK_DIR/images.sh" all
+  touch "$READY_DIR/cluster"
 }
 
 test_setup() {
@@ -57,7 +69,8 @@ test_setup() {
   command -v chromium >/dev/null || step "chromium" apt_install chromium
   # What every test tier needs: the Debian packages and the trixie debs (quick), before any test.
   step "apt packages and debs" "$HACK_DIR/cluster-prereqs.sh" --no-build
-  mkdir -p "$CACHE/logs" "$REPO_ROOT/.cache"
+  rm -rf "$READY_DIR"
+  mkdir -p "$CACHE/logs" "$READY_DIR"
   if [[ "${1:-}" != "--background" ]]; then
     builds
     return 0

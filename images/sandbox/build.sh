@@ -219,6 +219,11 @@ import_image() {
   ctr_bin="$CACHE/prefix/containerd/usr/bin/ctr"
   sock="$WORKDIR/containerd/containerd.sock"
   [[ -S "$sock" ]] || die "containerd is not running ($sock)"
+  # One import at a time (setup's background job and a test's fixture may both ask); not the build's
+  # lock, so builds go on meanwhile.
+  mkdir -p "$CACHE/locks"
+  exec 8>"$CACHE/locks/sandbox-full-import.lock"
+  flock 8
   if "$ctr_bin" --address "$sock" -n k8s.io images ls -q | grep -qxF "$ref"; then
     log "$ref is already in containerd"
     return 0
