@@ -35,16 +35,19 @@ setup:
 run: setup
 	hack/demo.sh
 
-# `make test`: setup with its builds in the background, lint, then every tier in one pytest session
-# (the tests needing no build first; the image and cluster tests wait on the builds' locks), then
-# the teardown test alone (it stops the cluster: inside the session it would wait for the other
-# worker's last test), then the background builds' step times. Two workers; an idle one steals
-# queued tests from the other. pytest's exit 5 (nothing collected) fails like any other.
-PYTEST = .venv/bin/pytest -n 2 --dist worksteal --durations=30
+# `make test`: setup with its builds in the background, lint, then every tier in one pytest session,
+# then the teardown test alone (it stops the cluster: inside the session it would wait for the other
+# worker's last test), then the background builds' step times. Two workers, each sent one test at a
+# time, ready first (tests/infra/schedule.py): the cluster tier as soon as setup has the cluster up,
+# the image tests once the runtime is built, else the tests needing no build; each test's start and
+# end go to .cache/test-timeline.tsv. pytest's exit 5 (nothing collected) fails like any other.
+PYTEST = .venv/bin/pytest -n 2 --dist load --durations=30
+TIMELINE = .cache/test-timeline.tsv
 test:
 	hack/setup.sh --test --background
 	$(MAKE) --no-print-directory lint
-	$(PYTEST) -m "not cluster_teardown and not torch" tests
+	rm -f $(TIMELINE)
+	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST) -m "not cluster_teardown and not torch" tests
 	$(MAKE) --no-print-directory test-teardown
 	hack/setup.sh --wait
 

@@ -21,13 +21,13 @@ if _TESTS not in sys.path:
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.render.cache import CACHE_ENV  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
+from infra import schedule  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from infra.paths import HACK, cache_dir  # noqa: E402
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
-_IMAGES = Path(_TESTS) / "images"
 
 
 def pytest_configure(config):
@@ -44,14 +44,38 @@ def _phase(item: pytest.Item) -> int:
     """Tests needing nothing built first, so they run while setup's background builds do (`make test`);
     then the image tests, the cluster tests, and last the teardown test, which stops the cluster."""
     if item.get_closest_marker(_TEARDOWN_MARK):
-        return 3
-    if item.get_closest_marker("cluster"):
-        return 2
-    return 1 if _IMAGES in Path(str(item.path)).parents else 0
+        return schedule.NEEDS_CLUSTER + 1
+    return schedule.phase_of(item.nodeid)
 
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_phase)
+    misplaced = [item.nodeid for item in items if _misplaced(item)]
+    if misplaced:
+        raise pytest.UsageError(f"tests marked cluster belong in tests/cluster, where the scheduler looks: {misplaced}")
+
+
+def _misplaced(item: pytest.Item) -> bool:
+    in_folder = schedule.phase_of(item.nodeid) == schedule.NEEDS_CLUSTER
+    return in_folder != bool(item.get_closest_marker("cluster") or item.get_closest_marker(_TEARDOWN_MARK))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist load` runs ready-first (tests/infra/schedule.py); the other modes stay xdist's own."""
+    if config.getoption("dist") == "load":
+        return schedule.ReadyFirstScheduling(config, log)
+    return None
+
+
+def pytest_runtest_logreport(report) -> None:
+    """With GDPVAL_TEST_TIMELINE set (`make test`), one line per test phase in that file: start and
+    stop (epoch s), phase, worker, outcome, test; the controller writes it, so lines never interleave."""
+    timeline = os.environ.get("GDPVAL_TEST_TIMELINE")
+    if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):
+        worker = report.node.gateway.id if getattr(report, "node", None) else "-"
+        fields = (f"{report.start:.1f}", f"{report.stop:.1f}", report.when, worker, report.outcome, report.nodeid)
+        with open(timeline, "a", encoding="utf-8") as out:
+            out.write("\t".join(fields) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,64 @@
+"""Ready-first test scheduling for `make test`'s two xdist workers.
+
+Setup's background job builds the cluster and the full runtime while the session runs. Handing
+tests out in collection order leaves a worker blocked on a build lock whenever it reaches a test
+whose build is not done, and worksteal makes it worse: an idle worker steals the tail of the
+other's queue, which is the cluster tier. Here each worker holds at most two tests, and the next
+test sent is the first pending one of the highest phase whose build is ready (the cluster tier is
+the session's long pole and waits on pods more than on the CPU), else the first pending one.
+Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
+markers (no background job) the order is the collection's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from itertools import islice
+from pathlib import Path
+
+from xdist.scheduler.load import LoadScheduling
+
+from infra.paths import REPO_ROOT
+
+NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER = 0, 1, 2
+READY_DIR = REPO_ROOT / ".cache" / "setup-ready"
+MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
+
+
+def phase_of(nodeid: str) -> int:
+    """What a test waits for, from its folder: the cluster tier's tests are all in tests/cluster."""
+    if nodeid.startswith("tests/cluster/"):
+        return NEEDS_CLUSTER
+    return NEEDS_RUNTIME if nodeid.startswith("tests/images/") else NEEDS_NOTHING
+
+
+def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
+    """The phases whose build setup's background job has marked ready (and the one needing nothing)."""
+    return frozenset({NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()})
+
+
+def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int) -> list[int]:
+    """The next `count` pending test indexes: ready phases highest first, each in collection order,
+    then the tests whose build is not ready yet, in collection order."""
+    groups = [[phase] for phase in sorted(ready, reverse=True)] + [[p for p in set(phases) if p not in ready]]
+    ranked = (index for group in groups for index in pending if phases[index] in group)
+    return list(islice(ranked, count))
+
+
+class ReadyFirstScheduling(LoadScheduling):
+    """xdist's load scheduling with one test sent at a time, chosen by `pick`."""
+
+    def __init__(self, config, log=None) -> None:
+        super().__init__(config, log)
+        self.maxschedchunk = 1
+        self._phases: list[int] = []
+
+    def _send_tests(self, node, num: int) -> None:
+        if not self._phases:
+            self._phases = [phase_of(nodeid) for nodeid in self.collection]
+        chosen = pick(self.pending, self._phases, ready_phases(), num)
+        if chosen:
+            taken = set(chosen)
+            self.pending[:] = [index for index in self.pending if index not in taken]
+            self.node2pending[node].extend(chosen)
+            node.send_runtest_some(chosen)
