@@ -48,8 +48,17 @@ def _phase(item: pytest.Item) -> int:
     return schedule.phase_of(item.nodeid)
 
 
+# Within a tier, tests whose fixtures wait on one of setup's builds come after those that wait on
+# none: MinIO's build first, then the full image's (the longest); the scheduler keeps this order.
+_BUILD_WAITS = {"s3": 1, "cluster_s3": 1, "full_runtime": 2, "full_image": 2}
+
+
+def _order(item: pytest.Item) -> tuple[int, int]:
+    return _phase(item), max((_BUILD_WAITS.get(name, 0) for name in getattr(item, "fixturenames", ())), default=0)
+
+
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_phase)
+    items.sort(key=_order)
     misplaced = [item.nodeid for item in items if _misplaced(item)]
     if misplaced:
         raise pytest.UsageError(f"tests marked cluster belong in tests/cluster, where the scheduler looks: {misplaced}")

@@ -6,6 +6,7 @@ libraries; the tests use lupa's Lua 5.1 with the same libraries, `obj` bound to 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -153,14 +154,17 @@ def kstatus(tmp_path_factory):
     if go is None:
         pytest.skip("go is needed to build gitops/kstatus")
     binary = tmp_path_factory.mktemp("kstatus") / "kstatus"
-    proc = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=KSTATUS_SRC,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
-    )
+    # One build at a time: each xdist worker builds it, and the second then finds Go's build cache warm.
+    with open(tmp_path_factory.getbasetemp().parent / "kstatus-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            [go, "build", "-o", str(binary), "."],
+            cwd=KSTATUS_SRC,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
+        )
     assert proc.returncode == 0, proc.stderr
 
     def compute(*paths: Path) -> dict[str, str]:
