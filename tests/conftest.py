@@ -22,7 +22,7 @@ from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.render.cache import CACHE_ENV  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra import schedule  # noqa: E402
-from infra.minio import MinioServer  # noqa: E402
+from infra.minio import MinioServer, ensure_minio_binary  # noqa: E402
 from infra.paths import HACK, cache_dir  # noqa: E402
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
@@ -50,7 +50,7 @@ def _phase(item: pytest.Item) -> int:
 
 # Within a tier, tests whose fixtures wait on one of setup's builds come after those that wait on
 # none: MinIO's build first, then the full image's (the longest); the scheduler keeps this order.
-_BUILD_WAITS = {"s3": 1, "cluster_s3": 1, "full_runtime": 2, "full_image": 2}
+_BUILD_WAITS = {"minio_binary": 1, "full_runtime": 2, "full_image": 2}
 
 
 def _order(item: pytest.Item) -> tuple[int, int]:
@@ -116,7 +116,14 @@ def full_runtime() -> None:
 
 
 @pytest.fixture(scope="session")
-def s3():
+def minio_binary() -> Path:
+    """MinIO's binary, built if missing (cached, under a lock): a test starting MinIO asks for it, so the
+    scheduler knows it waits on that build."""
+    return ensure_minio_binary()
+
+
+@pytest.fixture(scope="session")
+def s3(minio_binary):
     """A MinIO server on 127.0.0.1 for this session (one per xdist worker)."""
     server = MinioServer(host="127.0.0.1").start()
     yield server
@@ -183,7 +190,7 @@ def cluster(cluster_users):
 
 
 @pytest.fixture(scope="session")
-def cluster_s3(cluster):
+def cluster_s3(cluster, minio_binary):
     """A MinIO server on the node address, reachable from pods; same API as `s3`."""
     server = MinioServer(host=cluster.node_ip).start()
     yield server

@@ -35,7 +35,7 @@ def test_s3_env_reaches_server_from_subprocess(s3, s3_env):
     assert s3.client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
 
 
-def test_server_dies_with_a_killed_test_process(tmp_path):
+def test_server_dies_with_a_killed_test_process(minio_binary, tmp_path):
     """A SIGKILLed pytest leaves no MinIO behind (the server gets SIGKILL with its parent)."""
     tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = (
