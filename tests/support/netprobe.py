@@ -34,8 +34,10 @@ for target in sys.argv[2:]:
 print(json.dumps(out))
 """
 
-# A listener that never answers: the TCP handshake is all a probe needs.
-LISTEN = f"import socket, time; s = socket.create_server(('0.0.0.0', {BYSTANDER_PORT})); time.sleep(10**9)"
+# A listener that accepts and closes each connection: the TCP handshake is all a probe needs. It must
+# accept: a connection never accepted stays in the listen backlog, and once the kubelet's readiness
+# probe (one a second) has filled it, every new connection times out.
+LISTEN = f"import socket\ns = socket.create_server(('0.0.0.0', {BYSTANDER_PORT}))\nwhile True:\n    s.accept()[0].close()"
 
 RESTRICTED_CONTAINER = {
     "securityContext": {
