@@ -48,5 +48,5 @@ step() {
 }
 
 # Build Go code at low priority (GO_NICE, default 15): the machine is shared with tests. What the
-# cluster needs (Kubernetes, kube-router) builds at the tests' own priority: the cluster tier waits on it.
+# cluster tier waits on (Kubernetes, kube-router) and MinIO build at the tests' own priority.
 nice_go() { nice -n "${GO_NICE:-15}" go "$@"; }

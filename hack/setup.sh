@@ -69,8 +69,8 @@ test_setup() {
   command -v chromium >/dev/null || step "chromium" apt_install chromium
   # What every test tier needs: the Debian packages and the trixie debs (quick), before any test.
   step "apt packages and debs" "$HACK_DIR/cluster-prereqs.sh" --no-build
-  rm -rf "$READY_DIR"
-  mkdir -p "$CACHE/logs" "$READY_DIR"
+  rm -rf "$READY_DIR"  # builds makes it again, marker by marker
+  mkdir -p "$CACHE/logs"
   if [[ "${1:-}" != "--background" ]]; then
     builds
     return 0

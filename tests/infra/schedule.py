@@ -12,8 +12,8 @@ markers (no background job) the order is the collection's.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Sequence
-from itertools import islice
 from pathlib import Path
 
 from xdist.scheduler.load import LoadScheduling
@@ -40,9 +40,12 @@ def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
 def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int) -> list[int]:
     """The next `count` pending test indexes: ready phases highest first, each in collection order,
     then the tests whose build is not ready yet, in collection order."""
-    groups = [[phase] for phase in sorted(ready, reverse=True)] + [[p for p in set(phases) if p not in ready]]
-    ranked = (index for group in groups for index in pending if phases[index] in group)
-    return list(islice(ranked, count))
+
+    def rank(index: int) -> int:
+        phase = phases[index]
+        return -phase if phase in ready else 1
+
+    return heapq.nsmallest(count, pending, key=rank)  # stable: ties keep the collection's order
 
 
 class ReadyFirstScheduling(LoadScheduling):
