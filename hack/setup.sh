@@ -16,9 +16,10 @@
 cd "$REPO_ROOT"
 
 # This checkout's background job (another checkout may run its own against the same cache).
-BUILDS_LOG="$REPO_ROOT/.cache/setup-builds.log"
-BUILDS_STATUS="$REPO_ROOT/.cache/setup-builds.status"
-READY_DIR="$REPO_ROOT/.cache/setup-ready"
+STATE_DIR="$REPO_ROOT/.cache"  # not in git: a clean clone has none until the test setup makes it
+BUILDS_LOG="$STATE_DIR/setup-builds.log"
+BUILDS_STATUS="$STATE_DIR/setup-builds.status"
+READY_DIR="$STATE_DIR/setup-ready"
 
 apt_install() {
   apt-get update -q
@@ -70,7 +71,7 @@ test_setup() {
   # What every test tier needs: the Debian packages and the trixie debs (quick), before any test.
   step "apt packages and debs" "$HACK_DIR/cluster-prereqs.sh" --no-build
   rm -rf "$READY_DIR"  # builds makes it again, marker by marker
-  mkdir -p "$CACHE/logs"
+  mkdir -p "$CACHE/logs" "$STATE_DIR"
   if [[ "${1:-}" != "--background" ]]; then
     builds
     return 0

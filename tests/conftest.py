@@ -83,6 +83,7 @@ def pytest_runtest_logreport(report) -> None:
     if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):
         worker = report.node.gateway.id if getattr(report, "node", None) else "-"
         fields = (f"{report.start:.1f}", f"{report.stop:.1f}", report.when, worker, report.outcome, report.nodeid)
+        Path(timeline).parent.mkdir(parents=True, exist_ok=True)
         with open(timeline, "a", encoding="utf-8") as out:
             out.write("\t".join(fields) + "\n")
 
