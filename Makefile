@@ -37,17 +37,20 @@ run: setup
 
 # `make test`: setup with its builds in the background, lint, then every tier in one pytest session,
 # then the teardown test alone (it stops the cluster: inside the session it would wait for the other
-# worker's last test), then the background builds' step times. Two workers, each sent one test at a
+# workers' last tests), then the background builds' step times. Each worker is sent one test at a
 # time, ready first (tests/infra/schedule.py): the cluster tier as soon as setup has the cluster up,
-# the image tests once the runtime is built, else the tests needing no build; each test's start and
-# end go to .cache/test-timeline.tsv. pytest's exit 5 (nothing collected) fails like any other.
+# the image tests once the runtime is built, else the tests needing no build. Two workers take any
+# test; a third, where the cluster tier runs, takes its tests only (they wait on pods more than on
+# the CPU). Each test's start and end go to .cache/test-timeline.tsv. pytest's exit 5 (nothing
+# collected) fails like any other.
 PYTEST = .venv/bin/pytest -n 2 --dist load --durations=30
+PYTEST_CLUSTER = .venv/bin/pytest -n 3 --dist load --durations=30
 TIMELINE = .cache/test-timeline.tsv
 test:
 	hack/setup.sh --test --background
 	$(MAKE) --no-print-directory lint
 	rm -f $(TIMELINE)
-	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST) -m "not cluster_teardown and not torch" tests
+	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST_CLUSTER) -m "not cluster_teardown and not torch" tests
 	$(MAKE) --no-print-directory test-teardown
 	hack/setup.sh --wait
 
@@ -61,7 +64,7 @@ test-integration:
 	$(PYTEST) -m "not cluster" --ignore=tests/unit tests
 
 test-cluster:
-	$(PYTEST) -m "cluster and not cluster_teardown" tests
+	$(PYTEST_CLUSTER) -m "cluster and not cluster_teardown" tests
 	$(MAKE) --no-print-directory test-teardown
 
 test-teardown:

@@ -28,10 +28,15 @@ from support.standins import make_standin_dataset, sample_dataset_path  # noqa: 
 
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
+# The test timeline's file, in the session's controlling process only (set by pytest_configure).
+_timeline: dict[str, Path] = {}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{_TEARDOWN_MARK}: stops the shared cluster; runs after every other test")
+    timeline = os.environ.get("GDPVAL_TEST_TIMELINE")
+    if timeline and not hasattr(config, "workerinput"):  # an xdist worker's config has workerinput
+        _timeline["path"] = Path(timeline)
 
 
 @pytest.fixture(autouse=True)
@@ -79,12 +84,12 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_runtest_logreport(report) -> None:
     """With GDPVAL_TEST_TIMELINE set (`make test`), one line per test phase in that file: start and
     stop (epoch s), phase, worker, outcome, test; the controller writes it, so lines never interleave."""
-    timeline = os.environ.get("GDPVAL_TEST_TIMELINE")
-    if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):
+    timeline = _timeline.get("path")
+    if timeline:
         worker = report.node.gateway.id if getattr(report, "node", None) else "-"
         fields = (f"{report.start:.1f}", f"{report.stop:.1f}", report.when, worker, report.outcome, report.nodeid)
-        Path(timeline).parent.mkdir(parents=True, exist_ok=True)
-        with open(timeline, "a", encoding="utf-8") as out:
+        timeline.parent.mkdir(parents=True, exist_ok=True)
+        with timeline.open("a", encoding="utf-8") as out:
             out.write("\t".join(fields) + "\n")
 
 

@@ -1,4 +1,4 @@
-"""Ready-first test scheduling for `make test`'s two xdist workers.
+"""Ready-first test scheduling for `make test`'s xdist workers.
 
 Setup's background job builds the cluster and the full runtime while the session runs. Handing
 tests out in collection order leaves a worker blocked on a build lock whenever it reaches a test
@@ -6,7 +6,9 @@ whose build is not done, and worksteal makes it worse: an idle worker steals the
 other's queue, which is the cluster tier. Here each worker holds at most two tests, and the next
 test sent is the first pending one of the highest phase whose build is ready (the cluster tier is
 the session's long pole and waits on pods more than on the CPU), else the first pending one.
-Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
+Workers past the first `GENERAL_WORKERS` take the cluster tier's tests only: more hands where tests
+wait on pods, and no more tests beside setup's builds, which compete for the CPU before the cluster
+is up. Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
 markers (no background job) the order is the collection's.
 """
 
@@ -23,6 +25,7 @@ from infra.paths import REPO_ROOT
 NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER = 0, 1, 2
 READY_DIR = REPO_ROOT / ".cache" / "setup-ready"
 MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
+GENERAL_WORKERS = 2
 
 
 def phase_of(nodeid: str) -> int:
@@ -37,14 +40,17 @@ def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
     return frozenset({NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()})
 
 
-def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int) -> list[int]:
+def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int, cluster_only: bool = False) -> list[int]:
     """The next `count` pending test indexes: ready phases highest first, each in collection order,
-    then the tests whose build is not ready yet, in collection order."""
+    then the tests whose build is not ready yet, in collection order. `cluster_only`: the cluster
+    tier's tests once the cluster is ready, else none."""
 
     def rank(index: int) -> int:
         phase = phases[index]
         return -phase if phase in ready else 1
 
+    if cluster_only:
+        pending = [index for index in pending if phases[index] == NEEDS_CLUSTER] if NEEDS_CLUSTER in ready else []
     return heapq.nsmallest(count, pending, key=rank)  # stable: ties keep the collection's order
 
 
@@ -56,10 +62,19 @@ class ReadyFirstScheduling(LoadScheduling):
         self.maxschedchunk = 1
         self._phases: list[int] = []
 
+    def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
+        """Idle workers are looked at too, not only the one that finished: a cluster-only worker sits
+        idle until the cluster is ready and would otherwise never be asked again."""
+        super().mark_test_complete(node, item_index, duration)
+        for other in self.nodes:
+            if other is not node and not self.node2pending[other]:
+                self.check_schedule(other)
+
     def _send_tests(self, node, num: int) -> None:
         if not self._phases:
             self._phases = [phase_of(nodeid) for nodeid in self.collection]
-        chosen = pick(self.pending, self._phases, ready_phases(), num)
+        cluster_only = int(node.gateway.id.removeprefix("gw")) >= GENERAL_WORKERS
+        chosen = pick(self.pending, self._phases, ready_phases(), num, cluster_only)
         if chosen:
             taken = set(chosen)
             self.pending[:] = [index for index in self.pending if index not in taken]

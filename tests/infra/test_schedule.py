@@ -35,3 +35,10 @@ def test_ready_phases_follow_setups_markers(tmp_path) -> None:
     assert ready_phases(tmp_path) == {NEEDS_NOTHING, NEEDS_CLUSTER}
     (tmp_path / "runtime").touch()
     assert ready_phases(tmp_path) == {NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER}
+
+
+def test_a_cluster_only_worker_takes_the_cluster_tier_once_it_is_ready_and_nothing_else() -> None:
+    everything = {NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER}
+    assert pick([0, 1, 2, 3, 4, 5], PHASES, {NEEDS_NOTHING, NEEDS_RUNTIME}, 2, cluster_only=True) == []
+    assert pick([0, 2, 5], PHASES, everything, 2, cluster_only=True) == [5]
+    assert pick([0, 1, 2, 3], PHASES, everything, 2, cluster_only=True) == []
