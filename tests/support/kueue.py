@@ -25,6 +25,7 @@ import yaml
 
 from infra.minio import die_with_parent, free_port
 from infra.paths import HACK, cache_dir, versions
+from support.operator import established
 from support.polling import wait_until
 
 # The namespace label that selects what this Kueue manages; its value is the namespace's own name.
@@ -173,11 +174,6 @@ def gates_pods(kube: Any) -> bool:
     done = kube.run("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod), check=False)
     gates = json.loads(done.stdout)["spec"].get("schedulingGates", []) if done.returncode == 0 else []
     return any(g["name"] == ADMISSION_GATE for g in gates)
-
-
-def established(kube: Any, crd: str) -> bool:
-    conditions = ((kube.get("crd", crd) or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def delete_stale_webhooks(kube: Any) -> None:

@@ -211,7 +211,14 @@ INVALID = [
 def install_crd(kube: Kube) -> None:
     """The CRD as `kubectl apply` installs it (the Helm tests install it with the chart instead)."""
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kube.run("wait", "--for=condition=Established", "crd/gdpvalruns.gdpval.io", "--timeout=60s")
+    wait_until(lambda: established(kube, "gdpvalruns.gdpval.io"), 60, "the GdpvalRun CRD to be established")
+
+
+def established(kube: Any, crd: str) -> bool:
+    """Polled rather than `kubectl wait`, which fails at once on a CRD just (re)created by another
+    test, whose status has no conditions yet."""
+    conditions = ((kube.get("crd", crd) or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def restricted_namespace(kube: Kube, s3) -> None:
