@@ -43,14 +43,13 @@ run: setup
 # test; a third, where the cluster tier runs, takes its tests only (they wait on pods more than on
 # the CPU). Each test's start and end go to .cache/test-timeline.tsv. pytest's exit 5 (nothing
 # collected) fails like any other.
-PYTEST = .venv/bin/pytest -n 2 --dist load --durations=30
-PYTEST_CLUSTER = .venv/bin/pytest -n 3 --dist load --durations=30
+PYTEST = .venv/bin/pytest --dist load --durations=30
 TIMELINE = .cache/test-timeline.tsv
 test:
 	hack/setup.sh --test --background
 	$(MAKE) --no-print-directory lint
 	rm -f $(TIMELINE)
-	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST_CLUSTER) -m "not cluster_teardown and not torch" tests
+	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST) -n 3 -m "not cluster_teardown and not torch" tests
 	$(MAKE) --no-print-directory test-teardown
 	hack/setup.sh --wait
 
@@ -58,13 +57,13 @@ test:
 # Integration: every other test not marked `cluster` (real processes, MinIO, sandboxes, images).
 # Cluster: the tests marked `cluster`, the teardown test last.
 test-unit:
-	$(PYTEST) tests/unit
+	$(PYTEST) -n 2 tests/unit
 
 test-integration:
-	$(PYTEST) -m "not cluster" --ignore=tests/unit tests
+	$(PYTEST) -n 2 -m "not cluster" --ignore=tests/unit tests
 
 test-cluster:
-	$(PYTEST_CLUSTER) -m "cluster and not cluster_teardown" tests
+	$(PYTEST) -n 3 -m "cluster and not cluster_teardown" tests
 	$(MAKE) --no-print-directory test-teardown
 
 test-teardown:
@@ -73,7 +72,7 @@ test-teardown:
 # The full-torch flavour's tests (images/sandbox/README.md, "Flavours"): they build it first, about
 # 3 GB of wheels more than `full`, so `make test` leaves them out.
 test-torch:
-	$(PYTEST) -m torch tests
+	$(PYTEST) -n 2 -m torch tests
 
 # ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
 LINTED = operator tests bench

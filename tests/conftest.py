@@ -37,6 +37,7 @@ def pytest_configure(config):
     timeline = os.environ.get("GDPVAL_TEST_TIMELINE")
     if timeline and not hasattr(config, "workerinput"):  # an xdist worker's config has workerinput
         _timeline["path"] = Path(timeline)
+        _timeline["path"].parent.mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +89,6 @@ def pytest_runtest_logreport(report) -> None:
     if timeline:
         worker = report.node.gateway.id if getattr(report, "node", None) else "-"
         fields = (f"{report.start:.1f}", f"{report.stop:.1f}", report.when, worker, report.outcome, report.nodeid)
-        timeline.parent.mkdir(parents=True, exist_ok=True)
         with timeline.open("a", encoding="utf-8") as out:
             out.write("\t".join(fields) + "\n")
 

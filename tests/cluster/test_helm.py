@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gdpval.fakemodel.server import start_background
-from support.operator import Kube, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
+from support.operator import Kube, established, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -166,7 +166,7 @@ def test_install_run_upgrade_uninstall(setup):
     # install: the operator runs in-cluster from the local image, in a restricted namespace.
     adopt_crd(kube, helm.release, ns)
     install(kube, helm, helm.base_values())
-    kube.run("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    kube.wait_for(lambda: established(kube, CRD_NAME), 60, "the chart's CRD to be established")
     (first_pod,) = kube.wait_for(lambda: live(operator_pods(kube)), 120, "the operator pod running")
     pod = kube.get("pod", first_pod)
     assert pod["spec"]["containers"][0]["image"] == operator_image()

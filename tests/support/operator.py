@@ -211,7 +211,7 @@ INVALID = [
 def install_crd(kube: Kube) -> None:
     """The CRD as `kubectl apply` installs it (the Helm tests install it with the chart instead)."""
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    wait_until(lambda: established(kube, "gdpvalruns.gdpval.io"), 60, "the GdpvalRun CRD to be established")
+    kube.wait_for(lambda: established(kube, "gdpvalruns.gdpval.io"), 60, "the GdpvalRun CRD to be established")
 
 
 def established(kube: Any, crd: str) -> bool:
