@@ -10,11 +10,19 @@ Workers past the first `GENERAL_WORKERS` take the cluster tier's tests only: mor
 wait on pods, and no more tests beside setup's builds, which compete for the CPU before the cluster
 is up. Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
 markers (no background job) the order is the collection's.
+
+xdist's controller acts only on its workers' events, so a cluster-only worker idle since the start
+would be sent nothing until some test completes: in a fresh run the others sat in long build waits
+and the cluster tier started 6.6 min after the cluster was up. A thread watches for the cluster's
+marker and then puts an event of its own in the controller's queue; the controller's thread, the
+only one that touches the schedule, hands out the tests.
 """
 
 from __future__ import annotations
 
 import heapq
+import threading
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -26,6 +34,7 @@ NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER = 0, 1, 2
 READY_DIR = REPO_ROOT / ".cache" / "setup-ready"
 MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
 GENERAL_WORKERS = 2
+READY_EVENT = "cluster_ready"  # the controller calls its `worker_<event>` attribute
 
 
 def phase_of(nodeid: str) -> int:
@@ -57,26 +66,49 @@ def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], 
 class ReadyFirstScheduling(LoadScheduling):
     """xdist's load scheduling with one test sent at a time, chosen by `pick`."""
 
-    def __init__(self, config, log=None) -> None:
+    def __init__(self, config, log=None, ready_dir: Path = READY_DIR) -> None:
         super().__init__(config, log)
         self.maxschedchunk = 1
         self._phases: list[int] = []
+        self._ready_dir = ready_dir
+        controller = config.pluginmanager.getplugin("dsession")
+        if controller is not None:
+            setattr(controller, f"worker_{READY_EVENT}", self._wake_idle)
+            watch = (ready_dir / MARKERS[NEEDS_CLUSTER], controller.queue.put)
+            threading.Thread(target=_announce_when_present, args=watch, name="cluster-marker", daemon=True).start()
 
     def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
-        """Idle workers are looked at too, not only the one that finished: a cluster-only worker sits
-        idle until the cluster is ready and would otherwise never be asked again."""
         super().mark_test_complete(node, item_index, duration)
-        for other in self.nodes:
-            if other is not node and not self.node2pending[other]:
-                self.check_schedule(other)
+        self._wake_idle()
+
+    def _wake_idle(self) -> None:
+        """Idle workers are offered tests, not only the one that sent the event: a cluster-only worker
+        sits idle until the cluster is ready. Before the collection is in, there is nothing to offer
+        (and xdist would shut an idle worker down)."""
+        if self.collection is None:
+            return
+        for node in self.nodes:
+            if not self.node2pending[node]:
+                self.check_schedule(node)
 
     def _send_tests(self, node, num: int) -> None:
         if not self._phases:
             self._phases = [phase_of(nodeid) for nodeid in self.collection]
         cluster_only = int(node.gateway.id.removeprefix("gw")) >= GENERAL_WORKERS
-        chosen = pick(self.pending, self._phases, ready_phases(), num, cluster_only)
+        ready = ready_phases(self._ready_dir)
+        chosen = pick(self.pending, self._phases, ready, num, cluster_only)
+        if cluster_only and not chosen and NEEDS_CLUSTER in ready:
+            node.shutdown()  # no cluster test left: it runs the one it holds now, not after every test is sent
         if chosen:
             taken = set(chosen)
             self.pending[:] = [index for index in self.pending if index not in taken]
             self.node2pending[node].extend(chosen)
             node.send_runtest_some(chosen)
+
+
+def _announce_when_present(marker: Path, put, period: float = 1.0) -> None:
+    """Put the ready event in the controller's queue once `marker` exists (a daemon thread: it ends
+    with the session if the marker never comes)."""
+    while not marker.exists():
+        time.sleep(period)
+    put((READY_EVENT, {}))
