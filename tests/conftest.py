@@ -26,6 +26,8 @@ from infra.minio import MinioServer, ensure_minio_binary  # noqa: E402
 from infra.paths import HACK, cache_dir  # noqa: E402
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
+pytest_plugins = ("support.attack_run",)
+
 _AWS_VARS_TO_CLEAR = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
 _TEARDOWN_MARK = "cluster_teardown"
 # The test timeline's file, in the session's controlling process only (set by pytest_configure).
@@ -67,12 +69,15 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_order)
     misplaced = [item.nodeid for item in items if _misplaced(item)]
     if misplaced:
-        raise pytest.UsageError(f"tests marked cluster belong in tests/cluster, where the scheduler looks: {misplaced}")
+        raise pytest.UsageError(
+            f"tests marked cluster belong in tests/cluster, and tests using the full image or runtime in tests/images or "
+            f"tests/cluster, where the scheduler looks: {misplaced}"
+        )
 
 
 def _misplaced(item: pytest.Item) -> bool:
-    in_folder = schedule.phase_of(item.nodeid) == schedule.NEEDS_CLUSTER
-    return in_folder != bool(item.get_closest_marker("cluster") or item.get_closest_marker(_TEARDOWN_MARK))
+    marked = bool(item.get_closest_marker("cluster") or item.get_closest_marker(_TEARDOWN_MARK))
+    return schedule.misplaced(item.nodeid, marked, getattr(item, "fixturenames", ()))
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -1,7 +1,7 @@
 """The pod half of the local runtime's acceptance: the office task of tests/support/office_task.py (build a
 pptx with python-pptx, convert it to PDF with LibreOffice, render a page to PNG) in a sample pod whose
 sandbox is the full sandbox image, the same script that succeeds locally in the full runtime
-(tests/integration/test_runtime_office_task.py).
+(tests/images/test_runtime_office_task.py).
 
 The image is this tree's (`images/sandbox/build.sh`), imported into the cluster's containerd once per
 content tag (`build.sh import`; about 2.5 GB). The namespace enforces the `restricted` Pod Security Standard.

@@ -5,11 +5,14 @@ tests out in collection order leaves a worker blocked on a build lock whenever i
 whose build is not done, and worksteal makes it worse: an idle worker steals the tail of the
 other's queue, which is the cluster tier. Here each worker holds at most two tests, and the next
 test sent is the first pending one of the highest phase whose build is ready (the cluster tier is
-the session's long pole and waits on pods more than on the CPU), else the first pending one.
+the session's long pole and waits on pods more than on the CPU), else of the highest phase still
+building: a worker with nothing ready waits in the cluster fixture (which takes setup's build locks)
+rather than on the runtime, which a fresh machine finishes about six minutes after the cluster. The
+folder says what a test waits for (`phase_of`); tests/conftest.py refuses a test in the wrong one.
 Workers past the first `GENERAL_WORKERS` take the cluster tier's tests only: more hands where tests
 wait on pods, and no more tests beside setup's builds, which compete for the CPU before the cluster
 is up. Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
-markers (no background job) the order is the collection's.
+markers (no background job) the tests needing no build go first, then the cluster tier, then the rest.
 
 xdist's controller acts only on its workers' events, so a cluster-only worker idle since the start
 would be sent nothing until some test completes: in a fresh run the others sat in long build waits
@@ -34,6 +37,7 @@ NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER = 0, 1, 2
 READY_DIR = REPO_ROOT / ".cache" / "setup-ready"
 MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
 GENERAL_WORKERS = 2
+IMAGE_FIXTURES = frozenset({"full_runtime", "full_image"})  # tests/conftest.py and tests/cluster/conftest.py
 READY_EVENT = "cluster_ready"  # the controller calls its `worker_<event>` attribute
 
 
@@ -44,19 +48,27 @@ def phase_of(nodeid: str) -> int:
     return NEEDS_RUNTIME if nodeid.startswith("tests/images/") else NEEDS_NOTHING
 
 
+def misplaced(nodeid: str, marked_cluster: bool, fixtures: Collection[str]) -> bool:
+    """A test whose folder does not say what it waits for: the scheduler sees only test ids."""
+    phase = phase_of(nodeid)
+    waits_for_an_image = not IMAGE_FIXTURES.isdisjoint(fixtures)
+    return (phase == NEEDS_CLUSTER) != marked_cluster or (waits_for_an_image and phase == NEEDS_NOTHING)
+
+
 def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
     """The phases whose build setup's background job has marked ready (and the one needing nothing)."""
     return frozenset({NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()})
 
 
 def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int, cluster_only: bool = False) -> list[int]:
-    """The next `count` pending test indexes: ready phases highest first, each in collection order,
-    then the tests whose build is not ready yet, in collection order. `cluster_only`: the cluster
+    """The next `count` pending test indexes: ready phases highest first, then the phases whose build
+    is not ready yet, also highest first (a worker with nothing ready waits for the cluster, the long
+    pole, rather than for the runtime), each phase in collection order. `cluster_only`: the cluster
     tier's tests once the cluster is ready, else none."""
 
     def rank(index: int) -> int:
         phase = phases[index]
-        return -phase if phase in ready else 1
+        return -phase if phase in ready else NEEDS_CLUSTER + 1 - phase
 
     if cluster_only:
         pending = [index for index in pending if phases[index] == NEEDS_CLUSTER] if NEEDS_CLUSTER in ready else []

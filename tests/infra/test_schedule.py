@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from infra.schedule import NEEDS_CLUSTER, NEEDS_NOTHING, NEEDS_RUNTIME, phase_of, pick, ready_phases
+from infra.schedule import NEEDS_CLUSTER, NEEDS_NOTHING, NEEDS_RUNTIME, misplaced, phase_of, pick, ready_phases
 
 PHASES = [NEEDS_NOTHING, NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_RUNTIME, NEEDS_CLUSTER, NEEDS_CLUSTER]
 
 
-def test_with_nothing_ready_the_order_is_the_collections() -> None:
-    assert pick([0, 1, 2, 3, 4, 5], PHASES, {NEEDS_NOTHING}, 3) == [0, 1, 2]
-    assert pick([2, 4, 5], PHASES, {NEEDS_NOTHING}, 2) == [2, 4]
+def test_with_no_build_ready_the_tests_needing_none_go_first_then_the_cluster_tier() -> None:
+    assert pick([0, 1, 2, 3, 4, 5], PHASES, {NEEDS_NOTHING}, 3) == [0, 1, 4]
+    assert pick([2, 3, 4, 5], PHASES, {NEEDS_NOTHING}, 3) == [4, 5, 2]
 
 
 def test_a_ready_cluster_goes_first_then_the_runtime_then_the_rest() -> None:
@@ -42,3 +42,12 @@ def test_a_cluster_only_worker_takes_the_cluster_tier_once_it_is_ready_and_nothi
     assert pick([0, 1, 2, 3, 4, 5], PHASES, {NEEDS_NOTHING, NEEDS_RUNTIME}, 2, cluster_only=True) == []
     assert pick([0, 2, 5], PHASES, everything, 2, cluster_only=True) == [5]
     assert pick([0, 1, 2, 3], PHASES, everything, 2, cluster_only=True) == []
+
+
+def test_a_test_in_the_wrong_folder_for_what_it_waits_for_is_misplaced() -> None:
+    assert misplaced("tests/integration/test_x.py::test_y", False, ["tmp_path", "full_runtime"])
+    assert misplaced("tests/integration/test_x.py::test_y", True, [])
+    assert misplaced("tests/cluster/test_x.py::test_y", False, [])
+    assert not misplaced("tests/images/test_x.py::test_y", False, ["full_runtime"])
+    assert not misplaced("tests/cluster/test_x.py::test_y", True, ["full_image"])
+    assert not misplaced("tests/integration/test_x.py::test_y", False, ["s3", "tmp_path"])

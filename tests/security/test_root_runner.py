@@ -1,11 +1,11 @@
 """A root runner's sandbox is not host root: its processes run as an unprivileged host uid (GDPVAL_SANDBOX_UID,
-default 65533), so plain file permissions hold. Through `gdpval run` as root, on the host runtime and the
-full one, the model cannot read /etc/shadow or /etc/gshadow and the task still succeeds; on a LocalSandbox,
-a root-owned folder bound writable into the sandbox refuses writes and hides its root-only file."""
+default 65533), so plain file permissions hold. Through `gdpval run` as root on the host runtime, the model
+cannot read /etc/shadow or /etc/gshadow and the task still succeeds (the full runtime's twin waits for its
+build in tests/images); on a LocalSandbox, a root-owned folder bound writable into the sandbox refuses
+writes and hides its root-only file."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
@@ -14,18 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox import LocalSandbox, local, runtime
+from gdpval.sandbox import LocalSandbox, local
 from gdpval.sandbox.limits import OWNER_FILE
 from gdpval.sandbox.local import DEFAULT_OWNER, OWNER_ENV, SandboxOwnerError, bwrap_status
-
-READ_ROOT_ONLY = """id -u; cat /etc/shadow; echo shadow=$?; cat /etc/gshadow; echo gshadow=$?
-cat /reference_files/*/* > /dev/null; echo reference=$?
-echo written > deliverable_files/answer.txt; echo answer=$?"""
-
-
-def root_only_lines() -> list[bytes]:
-    """Lines of the host's root-only files that must reach nothing the run wrote."""
-    return [line for name in ("/etc/shadow", "/etc/gshadow") for line in Path(name).read_bytes().splitlines() if line.strip()]
+from support.attacks import READ_ROOT_ONLY, assert_root_only_files_refused
 
 
 def host_uid(pid: int) -> int:
@@ -33,32 +25,10 @@ def host_uid(pid: int) -> int:
     return int(line.split()[2])
 
 
-def assert_root_only_files_refused(run) -> None:
-    assert run.returncode == 0, run.stderr
-    (out,) = run.tool_results()
-    assert out.startswith("1000\n") and "shadow=1" in out and "gshadow=1" in out, out
-    assert "reference=0" in out and "answer=0" in out, out
-    (result_path,) = run.output.glob("runs/t/samples/*/attempt-1/result.json")
-    result = json.loads(result_path.read_text())
-    assert result["status"] == "succeeded" and result["deliverable_files"] == ["answer.txt"], result
-    everything = run.all_bytes()
-    assert not [line for line in root_only_lines() if line in everything]
-
-
 def test_root_only_host_files_are_refused_and_the_task_succeeds(run_script) -> None:
     run = run_script([{"bash": READ_ROOT_ONLY}], 0)
     assert "sandbox runtime: host" in run.stderr
     assert_root_only_files_refused(run)
-
-
-def test_root_only_files_are_refused_in_the_full_runtime(full_runtime, run_script) -> None:
-    """The full runtime, unpacked under root's private home, is read by the dropped uid all the same."""
-    full = runtime.current()
-    assert full is not None and full.root is not None, f"no full runtime in {runtime.runtimes_dir()}: {runtime.BUILD_IT}"
-    run = run_script([{"bash": READ_ROOT_ONLY + "; soffice --version | head -c 11"}], 0, "--sandbox-runtime", str(full.root.parent))
-    assert "sandbox runtime: full sandbox image" in run.stderr
-    assert_root_only_files_refused(run)
-    assert run.tool_results()[0].rstrip().splitlines()[-2] == "LibreOffice", run.tool_results()
 
 
 def lock_a_folder(workspace: Path) -> None:

@@ -64,3 +64,25 @@ for addr in ("{host}", "0.0.0.0"):
         seen[addr] = exc.strerror
 print(json.dumps(seen))
 """
+
+
+READ_ROOT_ONLY = """id -u; cat /etc/shadow; echo shadow=$?; cat /etc/gshadow; echo gshadow=$?
+cat /reference_files/*/* > /dev/null; echo reference=$?
+echo written > deliverable_files/answer.txt; echo answer=$?"""
+
+
+def root_only_lines() -> list[bytes]:
+    """Lines of the host's root-only files that must reach nothing the run wrote."""
+    return [line for name in ("/etc/shadow", "/etc/gshadow") for line in Path(name).read_bytes().splitlines() if line.strip()]
+
+
+def assert_root_only_files_refused(run) -> None:
+    assert run.returncode == 0, run.stderr
+    (out,) = run.tool_results()
+    assert out.startswith("1000\n") and "shadow=1" in out and "gshadow=1" in out, out
+    assert "reference=0" in out and "answer=0" in out, out
+    (result_path,) = run.output.glob("runs/t/samples/*/attempt-1/result.json")
+    result = json.loads(result_path.read_text())
+    assert result["status"] == "succeeded" and result["deliverable_files"] == ["answer.txt"], result
+    everything = run.all_bytes()
+    assert not [line for line in root_only_lines() if line in everything]

@@ -40,7 +40,7 @@ def recorded(run: Run) -> tuple[str, str]:
     return json.loads((run.output / "runs/t/run.json").read_text())["runtime"], json.loads(info.read_text())["runtime"]
 
 
-def test_the_office_task_succeeds_in_the_full_runtime(full_runtime, standin_dataset, scripted_model, tmp_path):
+def test_the_office_task_succeeds_in_the_full_runtime(standin_dataset, scripted_model, tmp_path):
     full = runtime.current()
     assert full is not None and full.info is not None, f"no full runtime in {runtime.runtimes_dir()}: {runtime.BUILD_IT}"
     run = office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "full")
@@ -67,7 +67,7 @@ HARDENING = """id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status;
 touch /usr/gdpval-probe 2>&1; unshare -U true 2>&1; echo unshare=$?; mount -o remount,rw / 2>&1; echo mount=$?"""
 
 
-def test_the_sandbox_hardening_holds_over_the_full_runtime(full_runtime, standin_dataset, scripted_model, tmp_path):
+def test_the_sandbox_hardening_holds_over_the_full_runtime(standin_dataset, scripted_model, tmp_path):
     """The same user namespace, capabilities, seccomp filter and process limit as over the host's folders."""
     run = office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "full", [{"bash": HARDENING}])
     (out,) = run.tool_results()
@@ -76,7 +76,7 @@ def test_the_sandbox_hardening_holds_over_the_full_runtime(full_runtime, standin
     assert "Read-only file system" in out and "unshare=1" in out and "mount=32" in out, out
 
 
-def test_a_run_resumes_only_in_its_own_runtime(full_runtime, standin_dataset, scripted_model, tmp_path):
+def test_a_run_resumes_only_in_its_own_runtime(standin_dataset, scripted_model, tmp_path):
     office_run(standin_dataset, scripted_model.base_url, tmp_path / "out", "host", [{"bash": "true"}])
     extra = ["--limit", "1", "--isolation", "bwrap", "--sandbox-runtime", "full"]
     resumed = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path / "out", *extra), timeout=300)

@@ -1,5 +1,6 @@
-"""Fixtures of the attack suite: a one-task dataset, the scripted model, and `gdpval run` as root or as an
-unprivileged user (uid 65534), with canary credentials in the runner's environment."""
+"""Fixtures of the attack suite (tests/security, and its full-runtime test in tests/images): a one-task
+dataset, the scripted model, and `gdpval run` as root or as an unprivileged user (uid 65534), with canary
+credentials in the runner's environment. A plugin the root conftest registers."""
 
 from __future__ import annotations
 
