@@ -18,7 +18,10 @@ xdist's controller acts only on its workers' events, so a cluster-only worker id
 would be sent nothing until some test completes: in a fresh run the others sat in long build waits
 and the cluster tier started 6.6 min after the cluster was up. A thread watches for the cluster's
 marker and then puts an event of its own in the controller's queue; the controller's thread, the
-only one that touches the schedule, hands out the tests.
+only one that touches the schedule, hands out the tests. A worker runs a test only once it holds
+the next one or the word to stop, so the cluster-only worker is told to stop as soon as no cluster
+test is left to send: in CI the marker came while the first tests were being handed out, a general
+worker took two cluster tests and the cluster-only worker held the third until the session's end.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
 GENERAL_WORKERS = 2
 IMAGE_FIXTURES = frozenset({"full_runtime", "full_image"})  # tests/conftest.py and tests/cluster/conftest.py
 READY_EVENT = "cluster_ready"  # the controller calls its `worker_<event>` attribute
+RUNS_WITH = 2  # a worker runs a test once it holds the next one too, or the word to stop
 
 
 def phase_of(nodeid: str) -> int:
@@ -89,18 +93,23 @@ class ReadyFirstScheduling(LoadScheduling):
             watch = (ready_dir / MARKERS[NEEDS_CLUSTER], controller.queue.put)
             threading.Thread(target=_announce_when_present, args=watch, name="cluster-marker", daemon=True).start()
 
+    def schedule(self) -> None:
+        super().schedule()
+        self._wake_idle()  # a first hand-out smaller than two tests a worker leaves one idle
+
     def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
         super().mark_test_complete(node, item_index, duration)
         self._wake_idle()
 
     def _wake_idle(self) -> None:
         """Idle workers are offered tests, not only the one that sent the event: a cluster-only worker
-        sits idle until the cluster is ready. Before the collection is in, there is nothing to offer
-        (and xdist would shut an idle worker down)."""
+        sits idle until the cluster is ready, and a worker holding one test waits for a second before
+        it runs the first. Before the collection is in, there is nothing to offer (and xdist would
+        shut an idle worker down)."""
         if self.collection is None:
             return
         for node in self.nodes:
-            if not self.node2pending[node]:
+            if len(self.node2pending[node]) < RUNS_WITH:
                 self.check_schedule(node)
 
     def _send_tests(self, node, num: int) -> None:
@@ -109,13 +118,13 @@ class ReadyFirstScheduling(LoadScheduling):
         cluster_only = int(node.gateway.id.removeprefix("gw")) >= GENERAL_WORKERS
         ready = ready_phases(self._ready_dir)
         chosen = pick(self.pending, self._phases, ready, num, cluster_only)
-        if cluster_only and not chosen and NEEDS_CLUSTER in ready:
-            node.shutdown()  # no cluster test left: it runs the one it holds now, not after every test is sent
         if chosen:
             taken = set(chosen)
             self.pending[:] = [index for index in self.pending if index not in taken]
             self.node2pending[node].extend(chosen)
             node.send_runtest_some(chosen)
+        if cluster_only and NEEDS_CLUSTER in ready and NEEDS_CLUSTER not in {self._phases[index] for index in self.pending}:
+            node.shutdown()  # no cluster test left for it: it runs what it holds now, not when the session ends
 
 
 def _announce_when_present(marker: Path, put, period: float = 1.0) -> None:
