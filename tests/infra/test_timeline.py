@@ -105,11 +105,17 @@ def _nested_session(tmp_path, sources: dict[str, str], timeout: float) -> subpro
         (tmp_path / "tests" / folder).mkdir(parents=True)
         (tmp_path / "tests" / folder / f"test_{folder}.py").write_text(source)  # basenames differ: no __init__.py
     (tmp_path / "ready").mkdir()
-    env = {**os.environ, "READY_DIR": str(tmp_path / "ready"), "STARTED": str(tmp_path / "started"), "BUSY": str(tmp_path / "busy")}
+    env = {
+        **os.environ,
+        "READY_DIR": str(tmp_path / "ready"),
+        "STARTED": str(tmp_path / "started"),
+        "BUSY": str(tmp_path / "busy"),
+        "PYTHONPATH": str(REPO_ROOT / "tests"),
+    }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(GENERAL_WORKERS + 1), "--dist", "load", "tests"],
         cwd=tmp_path,
-        env={**env, "PYTHONPATH": str(REPO_ROOT / "tests")},
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
