@@ -7,11 +7,13 @@ from __future__ import annotations
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gdpval.fakemodel.server import start_background
 from infra.paths import REPO_ROOT
+from support.kueue import ensure_kueue
 from support.netprobe import BYSTANDER_PORT, LISTEN, RESTRICTED_CONTAINER
 from support.operator import Env, operator_namespace
 from support.standins import make_standin_dataset
@@ -71,3 +73,10 @@ def full_image(cluster) -> str:
         done = subprocess.run(["bash", str(build), step], capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, f"images/sandbox/build.sh {step} failed: {done.stderr[-3000:]}"
     return subprocess.run(["bash", str(build), "tag"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def kueue() -> Path:
+    """Kueue's build folder (bin/kueue, crd/, webhook/), which setup builds in the background once the cluster
+    is up; asking for it orders a test after the cluster tier's others (tests/conftest.py)."""
+    return ensure_kueue()

@@ -118,11 +118,11 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(cluster, cluster_s3, sample_dataset, tmp_path_factory):
+def env(cluster, cluster_s3, kueue, sample_dataset, tmp_path_factory):
     dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
     with (
         operator_namespace(cluster, cluster_s3, "gdpval-kueue", dataset, tmp_path_factory.mktemp("operator")) as ns,
-        kueue_manager(ns.kube, tmp_path_factory.mktemp("kueue")),
+        kueue_manager(ns.kube, kueue, tmp_path_factory.mktemp("kueue")),
     ):
         flavor = {
             "apiVersion": "kueue.x-k8s.io/v1beta2",

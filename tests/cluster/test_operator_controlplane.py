@@ -33,7 +33,6 @@ from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
 from support import runs
 from support.controlplane import binaries
-from support.kueue import ensure_kueue
 from support.operator import CRD, INVALID, OperatorProcess, run_manifest
 from support.polling import wait_until
 from support.processes import free_port
@@ -718,7 +717,7 @@ def _condition_of(obj: dict | None, type_: str) -> dict:
 ADMIT = (("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted"))
 
 
-def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_finished(env):
+def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_finished(env, kueue):
     """Kueue's part played by the test (its Workload CRD, no manager): without the CRD the run says so;
     with it, one Workload holds the run until admitted, an eviction stops its pods and gives the quota
     back, a second admission resumes the same attempts, and the run's end marks the Workload Finished."""
@@ -726,7 +725,7 @@ def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_f
     env.create(name, labels={queue.QUEUE_LABEL: "team-a"}, parallelism=2, failureBudget=0, samples={"retries": 0})
     ready = _wait(lambda: env.condition(name, "Ready").get("reason") == "KueueNotInstalled" and env.condition(name, "Ready"), 30, "KueueNotInstalled")
     assert "Kueue queue team-a" in ready["message"] and not env.jobs(name)
-    crd = yaml.safe_load((ensure_kueue() / "crd" / "kueue.x-k8s.io_workloads.yaml").read_text())  # setup builds it in the background
+    crd = yaml.safe_load((kueue / "crd" / "kueue.x-k8s.io_workloads.yaml").read_text())
     env.cp.ext.create_custom_resource_definition(crd)
     wl = _wait(lambda: _workload(env, name), 60, "the run's Workload")
     owner = wl["metadata"]["ownerReferences"][0]

@@ -203,10 +203,9 @@ def release(kube: Any) -> None:
 
 
 @contextmanager
-def kueue_manager(kube: Any, folder: Path, timeout: float = 120) -> Iterator[KueueManager]:
-    """Kueue for `kube.namespace` (labelled here), ready to admit; stopped and its webhooks deleted at
-    exit. `folder` (empty) gets its certificate, configuration and log."""
-    root = ensure_kueue()
+def kueue_manager(kube: Any, root: Path, folder: Path, timeout: float = 120) -> Iterator[KueueManager]:
+    """Kueue from its build folder `root` (`ensure_kueue`) for `kube.namespace` (labelled here), ready to
+    admit; stopped and its webhooks deleted at exit. `folder` (empty) gets its certificate, configuration and log."""
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(root / "crd"))
     for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors"):
         wait_until(lambda crd=crd: established(kube, f"{crd}.kueue.x-k8s.io"), 60, f"Kueue's {crd} CRD to be established")

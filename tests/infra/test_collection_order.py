@@ -1,0 +1,29 @@
+"""The order the scheduler keeps within a tier (tests/conftest.py): tests waiting on one of setup's long
+builds come after the tier's others, so that no worker sits idle on a build while others are ready."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from infra.paths import REPO_ROOT
+
+
+def _collected(*paths: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_kueue_tests_come_after_the_cluster_tests_waiting_on_no_build() -> None:
+    order = _collected("tests/cluster/test_kueue.py", "tests/cluster/test_operator.py", "tests/cluster/test_operator_controlplane.py")
+    kueue = [i for i, nodeid in enumerate(order) if "kueue" in nodeid]
+    plain = [i for i, nodeid in enumerate(order) if nodeid.startswith("tests/cluster/test_operator.py::")]
+    assert len(kueue) >= 6 and plain, order
+    assert min(kueue) > max(plain), order
