@@ -4,11 +4,12 @@ Setup's background job builds the cluster and the full runtime while the session
 tests out in collection order leaves a worker blocked on a build lock whenever it reaches a test
 whose build is not done, and worksteal makes it worse: an idle worker steals the tail of the
 other's queue, which is the cluster tier. Here each worker holds at most two tests, and the next
-test sent is the first pending one of the highest phase whose build is ready (the cluster tier is
-the session's long pole and waits on pods more than on the CPU), else of the highest phase still
-building: a worker with nothing ready waits in the cluster fixture (which takes setup's build locks)
-rather than on the runtime, which a fresh machine finishes about six minutes after the cluster. The
-folder says what a test waits for (`phase_of`); tests/conftest.py refuses a test in the wrong one.
+test sent is the first pending one of the first phase in `READY_ORDER` whose build is ready (the
+cluster tier is the session's long pole, and the cluster-only worker carries it while the others
+run the image tests), else of the highest phase still building: a worker with nothing ready waits
+in the cluster fixture (which takes setup's build locks) rather than on the runtime, which a fresh
+machine finishes about six minutes after the cluster. The folder says what a test waits for
+(`phase_of`); tests/conftest.py refuses a test in the wrong one.
 Workers past the first `GENERAL_WORKERS` take the cluster tier's tests only: more hands where tests
 wait on pods, and no more tests beside setup's builds, which compete for the CPU before the cluster
 is up. Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
@@ -64,15 +65,21 @@ def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
     return frozenset({NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()})
 
 
+# Ready phases in the order a general worker takes them: the image tests as soon as the runtime is
+# ready, since the cluster-only worker carries the cluster tier meanwhile (left for last, they were a
+# fresh run's tail: two workers ran them for 2.4 min after the cluster tier's end).
+READY_ORDER = (NEEDS_RUNTIME, NEEDS_CLUSTER, NEEDS_NOTHING)
+
+
 def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int, cluster_only: bool = False) -> list[int]:
-    """The next `count` pending test indexes: ready phases highest first, then the phases whose build
-    is not ready yet, also highest first (a worker with nothing ready waits for the cluster, the long
+    """The next `count` pending test indexes: ready phases in `READY_ORDER`, then the phases whose
+    build is not ready yet, highest first (a worker with nothing ready waits for the cluster, the long
     pole, rather than for the runtime), each phase in collection order. `cluster_only`: the cluster
     tier's tests once the cluster is ready, else none."""
 
     def rank(index: int) -> int:
         phase = phases[index]
-        return -phase if phase in ready else NEEDS_CLUSTER + 1 - phase
+        return READY_ORDER.index(phase) if phase in ready else len(READY_ORDER) + NEEDS_CLUSTER - phase
 
     if cluster_only:
         pending = [index for index in pending if phases[index] == NEEDS_CLUSTER] if NEEDS_CLUSTER in ready else []

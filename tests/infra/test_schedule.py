@@ -12,9 +12,9 @@ def test_with_no_build_ready_the_tests_needing_none_go_first_then_the_cluster_ti
     assert pick([2, 3, 4, 5], PHASES, {NEEDS_NOTHING}, 3) == [4, 5, 2]
 
 
-def test_a_ready_cluster_goes_first_then_the_runtime_then_the_rest() -> None:
+def test_a_ready_runtime_goes_first_then_a_ready_cluster_then_the_rest() -> None:
     ready = {NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER}
-    assert pick([0, 1, 2, 3, 4, 5], PHASES, ready, 6) == [4, 5, 2, 3, 0, 1]
+    assert pick([0, 1, 2, 3, 4, 5], PHASES, ready, 6) == [2, 3, 4, 5, 0, 1]
     assert pick([0, 1, 2, 3, 4, 5], PHASES, {NEEDS_NOTHING, NEEDS_CLUSTER}, 4) == [4, 5, 0, 1]
 
 
