@@ -96,7 +96,8 @@ main() {
     step "kube-router, MinIO (waited for)" wait "$tools_pid" || die "tool build failed"
     step "Go tools" "$HACK_DIR/build-tools.sh" all
     step "images (waited for)" wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
-    grep -h '^\[step\]' "$CACHE/logs/images-build.log" >&2 || true
+    # Its steps and timed lines: the log itself is rewritten by the next image build.
+    grep -hE '^\[(step\]|[0-9:]{8}\])' "$CACHE/logs/images-build.log" >&2 || true
   fi
 }
 

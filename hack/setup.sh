@@ -66,21 +66,21 @@ cluster_ready() {
 }
 
 test_setup() {
-  # The report's browser test drives Debian's Chromium through Playwright (no browser download).
-  command -v chromium >/dev/null || step "chromium" apt_install chromium
   # What every test tier needs: the Debian packages and the trixie debs (quick), before any test.
   step "apt packages and debs" "$HACK_DIR/cluster-prereqs.sh" --no-build
   rm -rf "$READY_DIR"  # builds makes it again, marker by marker
   mkdir -p "$CACHE/logs" "$STATE_DIR"
-  if [[ "${1:-}" != "--background" ]]; then
+  if [[ "${1:-}" == "--background" ]]; then
+    rm -f "$BUILDS_STATUS"
+    # setsid and no inherited descriptors: the job outlives make's shell and holds no caller's lock.
+    setsid bash -c '"$0" --builds >"$1" 2>&1; echo $? >"$2"' "$HACK_DIR/setup.sh" "$BUILDS_LOG" "$BUILDS_STATUS" \
+      </dev/null >/dev/null 2>&1 9>&- &
+    log "builds started in the background (log: $BUILDS_LOG)"
+  else
     builds
-    return 0
   fi
-  rm -f "$BUILDS_STATUS"
-  # setsid and no inherited descriptors: the job outlives make's shell and holds no caller's lock.
-  setsid bash -c '"$0" --builds >"$1" 2>&1; echo $? >"$2"' "$HACK_DIR/setup.sh" "$BUILDS_LOG" "$BUILDS_STATUS" \
-    </dev/null >/dev/null 2>&1 9>&- &
-  log "builds started in the background (log: $BUILDS_LOG)"
+  # The report's browser test drives Debian's Chromium through Playwright (no browser download).
+  command -v chromium >/dev/null || step "chromium" apt_install chromium
 }
 
 wait_builds() {
@@ -104,7 +104,13 @@ fi
 # pasta (--network sandboxes) opens the tun device as the sandbox's unprivileged uid: Debian's udev makes it
 # 0666 (creating an interface still needs CAP_NET_ADMIN in its namespace); machines without udev leave it 0600.
 if [[ -c /dev/net/tun && "$(stat -c %a /dev/net/tun)" != 666 ]]; then chmod 0666 /dev/net/tun; fi
-step "virtualenv" venv
-if [[ "${1:-}" == "--test" ]]; then
-  test_setup "${2:-}"
+# The background builds start before the virtualenv (about a minute of downloads on a fresh machine):
+# the Kubernetes build, on the cluster tier's critical path, needs none of it, and their first use of
+# .venv is the runtime's unpack, about half an hour in. The foreground builds need it made first.
+if [[ "${1:-} ${2:-}" == "--test --background" ]]; then
+  test_setup --background
+  step "virtualenv" venv
+else
+  step "virtualenv" venv
+  [[ "${1:-}" != "--test" ]] || test_setup
 fi
