@@ -35,15 +35,23 @@ with_lock() {
   ) 9>"$CACHE/locks/$name.lock"
 }
 
-# step NAME COMMAND...: run a step of the setup and print one line with its duration, so a setup's
-# log lists where its time went (`grep '^\[step\]'`).
+# step NAME COMMAND...: run a step of the setup and print one line with its duration and the CPU its
+# processes used (those it waited for; not the daemons it leaves running), so a setup's log lists
+# where its time went (`grep '^\[step\]'`): on a machine whose cores are busy throughout, the CPU is what to cut.
+# `times` (this shell's finished children) runs here, not in a command substitution's subshell.
 step() {
-  local name="$1" t0 rc=0
+  local name="$1" t0 rc=0 cpu
   shift
+  cpu="$(mktemp)"
   t0="$(date +%s.%N)"
+  times >"$cpu"
   "$@" || rc=$?
-  awk -v n="$name" -v a="$t0" -v b="$(date +%s.%N)" -v rc="$rc" \
-    'BEGIN { printf "[step] %-36s %7.1f s%s\n", n, b - a, rc ? " (failed)" : "" }' >&2
+  times >>"$cpu"
+  awk -v n="$name" -v a="$t0" -v b="$(date +%s.%N)" -v rc="$rc" '
+    function seconds(field, parts) { split(field, parts, "m"); return parts[1] * 60 + parts[2] }
+    NR == 2 || NR == 4 { c[NR] = seconds($1) + seconds($2) }
+    END { printf "[step] %-36s %7.1f s (CPU %.1f s)%s\n", n, b - a, c[4] - c[2], rc ? " (failed)" : "" }' "$cpu" >&2
+  rm -f "$cpu"
   return "$rc"
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up this checkout on a fresh machine: bubblewrap (and passt, for --network) for local sandboxes and a virtualenv (.venv)
-# with the package and its test tools. Idempotent; each step prints a `[step] NAME SECONDS` line.
+# with the package and its test tools. Idempotent; each step prints a `[step] NAME SECONDS (CPU SECONDS)` line.
 #
 #   hack/setup.sh                      bubblewrap and .venv
 #   hack/setup.sh --test               also everything the test suite starts itself: Chromium, MinIO,
