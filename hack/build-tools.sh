@@ -39,7 +39,7 @@ build_kube_router() {
 }
 
 # Kueue's manager, its CRDs and webhook manifests (from the same module's source), for
-# tests/cluster/test_kueue.py.
+# tests/cluster/kueue/test_kueue.py.
 # Not in `all`: hack/setup.sh --test builds it in the background, off the setup's critical path.
 build_kueue() {
   go_install kueue sigs.k8s.io/kueue/cmd/kueue "$KUEUE_VERSION" "$KUEUE_DIR/bin" \

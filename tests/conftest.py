@@ -52,7 +52,7 @@ def _phase(item: pytest.Item) -> int:
     """Tests needing nothing built first, so they run while setup's background builds do (`make test`);
     then the image tests, the cluster tests, and last the teardown test, which stops the cluster."""
     if item.get_closest_marker(_TEARDOWN_MARK):
-        return schedule.NEEDS_CLUSTER + 1
+        return max(schedule.MARKERS) + 1
     return schedule.phase_of(item.nodeid)
 
 

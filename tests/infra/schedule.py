@@ -37,9 +37,10 @@ from xdist.scheduler.load import LoadScheduling
 
 from infra.paths import REPO_ROOT
 
-NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER = 0, 1, 2
+NEEDS_NOTHING, NEEDS_RUNTIME, NEEDS_CLUSTER, NEEDS_KUEUE = 0, 1, 2, 3
+CLUSTER_PHASES = frozenset({NEEDS_CLUSTER, NEEDS_KUEUE})  # the cluster tier: tests marked cluster
 READY_DIR = REPO_ROOT / ".cache" / "setup-ready"
-MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster"}
+MARKERS = {NEEDS_RUNTIME: "runtime", NEEDS_CLUSTER: "cluster", NEEDS_KUEUE: "kueue"}
 GENERAL_WORKERS = 2
 IMAGE_FIXTURES = frozenset({"full_runtime", "full_image"})  # tests/conftest.py and tests/cluster/conftest.py
 READY_EVENT = "cluster_ready"  # the controller calls its `worker_<event>` attribute
@@ -47,7 +48,10 @@ RUNS_WITH = 2  # a worker runs a test once it holds the next one too, or the wor
 
 
 def phase_of(nodeid: str) -> int:
-    """What a test waits for, from its folder: the cluster tier's tests are all in tests/cluster."""
+    """What a test waits for, from its folder: the cluster tier's tests are all in tests/cluster, those
+    running Kueue's manager in tests/cluster/kueue."""
+    if nodeid.startswith("tests/cluster/kueue/"):
+        return NEEDS_KUEUE
     if nodeid.startswith("tests/cluster/"):
         return NEEDS_CLUSTER
     return NEEDS_RUNTIME if nodeid.startswith("tests/images/") else NEEDS_NOTHING
@@ -57,32 +61,37 @@ def misplaced(nodeid: str, marked_cluster: bool, fixtures: Collection[str]) -> b
     """A test whose folder does not say what it waits for: the scheduler sees only test ids."""
     phase = phase_of(nodeid)
     waits_for_an_image = not IMAGE_FIXTURES.isdisjoint(fixtures)
-    return (phase == NEEDS_CLUSTER) != marked_cluster or (waits_for_an_image and phase == NEEDS_NOTHING)
+    return (phase in CLUSTER_PHASES) != marked_cluster or (waits_for_an_image and phase == NEEDS_NOTHING)
 
 
 def ready_phases(ready_dir: Path = READY_DIR) -> frozenset[int]:
-    """The phases whose build setup's background job has marked ready (and the one needing nothing)."""
-    return frozenset({NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()})
+    """The phases whose build setup's background job has marked ready (and the one needing nothing);
+    Kueue's tests need the cluster too."""
+    ready = {NEEDS_NOTHING} | {phase for phase, name in MARKERS.items() if (ready_dir / name).exists()}
+    return frozenset(ready if NEEDS_CLUSTER in ready else ready - {NEEDS_KUEUE})
 
 
 # Ready phases in the order a general worker takes them: the image tests as soon as the runtime is
 # ready, since the cluster-only worker carries the cluster tier meanwhile (left for last, they were a
-# fresh run's tail: two workers ran them for 2.4 min after the cluster tier's end).
-READY_ORDER = (NEEDS_RUNTIME, NEEDS_CLUSTER, NEEDS_NOTHING)
+# fresh run's tail: two workers ran them for 2.4 min after the cluster tier's end); Kueue's tests, the
+# cluster tier's longest, as soon as Kueue is built (left for last, they were the next fresh run's tail).
+READY_ORDER = (NEEDS_RUNTIME, NEEDS_KUEUE, NEEDS_CLUSTER, NEEDS_NOTHING)
+# Phases not ready yet, in the order a worker with nothing ready waits for them: the cluster, the long
+# pole, first; Kueue, built once the cluster is up, last.
+WAITING_ORDER = (NEEDS_CLUSTER, NEEDS_RUNTIME, NEEDS_KUEUE)
 
 
 def pick(pending: Sequence[int], phases: Sequence[int], ready: Collection[int], count: int, cluster_only: bool = False) -> list[int]:
     """The next `count` pending test indexes: ready phases in `READY_ORDER`, then the phases whose
-    build is not ready yet, highest first (a worker with nothing ready waits for the cluster, the long
-    pole, rather than for the runtime), each phase in collection order. `cluster_only`: the cluster
-    tier's tests once the cluster is ready, else none."""
+    build is not ready yet in `WAITING_ORDER`, each phase in collection order. `cluster_only`: the
+    cluster tier's tests once the cluster is ready, else none."""
 
     def rank(index: int) -> int:
         phase = phases[index]
-        return READY_ORDER.index(phase) if phase in ready else len(READY_ORDER) + NEEDS_CLUSTER - phase
+        return READY_ORDER.index(phase) if phase in ready else len(READY_ORDER) + WAITING_ORDER.index(phase)
 
     if cluster_only:
-        pending = [index for index in pending if phases[index] == NEEDS_CLUSTER] if NEEDS_CLUSTER in ready else []
+        pending = [index for index in pending if phases[index] in CLUSTER_PHASES] if NEEDS_CLUSTER in ready else []
     return heapq.nsmallest(count, pending, key=rank)  # stable: ties keep the collection's order
 
 
@@ -130,7 +139,7 @@ class ReadyFirstScheduling(LoadScheduling):
             self.pending[:] = [index for index in self.pending if index not in taken]
             self.node2pending[node].extend(chosen)
             node.send_runtest_some(chosen)
-        if cluster_only and NEEDS_CLUSTER in ready and NEEDS_CLUSTER not in {self._phases[index] for index in self.pending}:
+        if cluster_only and NEEDS_CLUSTER in ready and CLUSTER_PHASES.isdisjoint(self._phases[index] for index in self.pending):
             node.shutdown()  # no cluster test left for it: it runs what it holds now, not when the session ends
 
 

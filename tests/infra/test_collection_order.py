@@ -22,7 +22,7 @@ def _collected(*paths: str) -> list[str]:
 
 
 def test_the_kueue_tests_come_after_the_cluster_tests_waiting_on_no_build() -> None:
-    order = _collected("tests/cluster/test_kueue.py", "tests/cluster/test_operator.py", "tests/cluster/test_operator_controlplane.py")
+    order = _collected("tests/cluster/kueue/test_kueue.py", "tests/cluster/test_operator.py", "tests/cluster/test_operator_controlplane.py")
     kueue = [i for i, nodeid in enumerate(order) if "kueue" in nodeid]
     plain = [i for i, nodeid in enumerate(order) if nodeid.startswith("tests/cluster/test_operator.py::")]
     assert len(kueue) >= 6 and plain, order

@@ -1,4 +1,4 @@
-"""Kueue's manager as a host process against the local test cluster (tests/cluster/test_kueue.py).
+"""Kueue's manager as a host process against the local test cluster (tests/cluster/kueue/test_kueue.py).
 
 The API server is a host process, so it reaches Kueue's webhooks at https://127.0.0.1:<port> with a
 self-signed certificate; Kueue's own certificate management is off. Every webhook this writes fails
