@@ -88,13 +88,11 @@ main() {
     # of wheels), so that neither the cluster nor Kueue and LiteLLM wait for it.
     step "images: base, pause, operator, slim" "$HACK_DIR/images.sh" build >"$CACHE/logs/images-build.log" 2>&1 &
     local images_pid=$!
-    # What the cluster tier needs, Kubernetes, kube-router and MinIO (the cluster tier's S3; most
-    # integration tests start one too), builds side by side ahead of the tests (nice -5): at the tests'
-    # priority the Kubernetes build took 19 min among 10 to 40 runnable processes, and the tests it
-    # delays run later beside the cluster tier's waits on pods. The other tools after it, niced.
-    GO_NICE=-5 step "kube-router, MinIO, kubectl and helm" "$HACK_DIR/build-tools.sh" kubectl-helm kube-router minio &
+    # What the cluster needs builds at the tests' priority, kube-router and MinIO (most integration
+    # tests start one) beside Kubernetes; the other tools after it, niced.
+    GO_NICE=0 step "kube-router, MinIO, kubectl and helm" "$HACK_DIR/build-tools.sh" kubectl-helm kube-router minio &
     local tools_pid=$!
-    GO_NICE=-5 step "kubernetes build" "$HACK_DIR/build-k8s.sh"
+    GO_NICE=0 step "kubernetes build" "$HACK_DIR/build-k8s.sh"
     step "kube-router, MinIO (waited for)" wait "$tools_pid" || die "tool build failed"
     step "Go tools" "$HACK_DIR/build-tools.sh" all
     step "images (waited for)" wait "$images_pid" || { tail -30 "$CACHE/logs/images-build.log" >&2; die "image build failed"; }
