@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -25,6 +26,7 @@ import pytest
 import yaml
 
 from gdpval.fakemodel.server import start_background
+from infra.paths import cache_dir
 from support.operator import Kube, established, image_ref, install_crd, restricted_namespace, result_keys, run_folder, run_manifest, upload_tree
 from support.standins import make_standin_dataset
 
@@ -159,7 +161,19 @@ def setup(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_install_run_upgrade_uninstall(setup):
+@pytest.fixture
+def crd_owner():
+    """The CRD is cluster-wide and each of these tests hands it to its own release: held by one test
+    at a time, across workers and sessions. Two at once (a fresh run handed both out together) made
+    one's `helm upgrade` fail on the other's annotations of the CRD."""
+    path = cache_dir() / "locks" / "helm-crd.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def test_install_run_upgrade_uninstall(setup, crd_owner):
     kube, helm, bucket, client, endpoint, model_url = setup
     ns = kube.namespace
 
@@ -239,7 +253,7 @@ def test_install_run_upgrade_uninstall(setup):
     kube.wait_for(lambda: not (kube.get("pods") or {}).get("items"), 120, "no pod left in the namespace")
 
 
-def test_uninstall_hook_releases_finalizers(setup):
+def test_uninstall_hook_releases_finalizers(setup, crd_owner):
     kube, helm, bucket, client, endpoint, model_url = setup
     ns = kube.namespace
     release = HOOK_RELEASE
