@@ -22,8 +22,15 @@ def _collected(*paths: str) -> list[str]:
 
 
 def test_the_kueue_tests_come_after_the_cluster_tests_waiting_on_no_build() -> None:
-    order = _collected("tests/cluster/kueue/test_kueue.py", "tests/cluster/test_operator.py", "tests/cluster/test_operator_controlplane.py")
+    """Kueue's folder sorts before the rest of tests/cluster, and the control plane's Kueue test before
+    test_smoke.py's: only the phase (tests/cluster/kueue) and the `kueue` fixture's wait put them last."""
+    order = _collected(
+        "tests/cluster/kueue/test_kueue.py",
+        "tests/cluster/test_operator.py",
+        "tests/cluster/test_operator_controlplane.py",
+        "tests/cluster/test_smoke.py",
+    )
     kueue = [i for i, nodeid in enumerate(order) if "kueue" in nodeid]
-    plain = [i for i, nodeid in enumerate(order) if nodeid.startswith("tests/cluster/test_operator.py::")]
+    plain = [i for i, nodeid in enumerate(order) if "kueue" not in nodeid]
     assert len(kueue) >= 6 and plain, order
     assert min(kueue) > max(plain), order
