@@ -6,10 +6,10 @@ whose build is not done, and worksteal makes it worse: an idle worker steals the
 other's queue, which is the cluster tier. Here each worker holds at most two tests, and the next
 test sent is the first pending one of the first phase in `READY_ORDER` whose build is ready (the
 cluster tier is the session's long pole, and the cluster-only worker carries it while the others
-run the image tests), else of the highest phase still building: a worker with nothing ready waits
-in the cluster fixture (which takes setup's build locks) rather than on the runtime, which a fresh
-machine finishes about six minutes after the cluster. The folder says what a test waits for
-(`phase_of`); tests/conftest.py refuses a test in the wrong one.
+run the image tests), else of the first phase in `WAITING_ORDER` still building: a worker with
+nothing ready waits in the cluster fixture (which takes setup's build locks) rather than on the
+runtime, which a fresh machine finishes about six minutes after the cluster, and on Kueue last.
+The folder says what a test waits for (`phase_of`); tests/conftest.py refuses a test in the wrong one.
 Workers past the first `GENERAL_WORKERS` take the cluster tier's tests only: more hands where tests
 wait on pods, and no more tests beside setup's builds, which compete for the CPU before the cluster
 is up. Setup's background job writes a marker per build once it is ready (`hack/setup.sh`); without
