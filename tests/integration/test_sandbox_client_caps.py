@@ -76,4 +76,4 @@ def test_a_dripping_reply_ends_at_the_call_deadline(dripping: str, monkeypatch: 
     started = time.monotonic()
     with pytest.raises(SandboxUnavailable, match="no complete reply within 2 s"):
         SandboxClient(dripping, "t").call("bash", {"command": "true"}, timeout=1)
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 30  # the drip would last 100 s; a loaded machine may add seconds
