@@ -42,6 +42,7 @@ runtime() {
   # With the image cached this comes seconds after setup began, before the virtualenv is made.
   mkdir -p "$STATE_DIR"
   flock "$VENV_LOCK" true
+  [[ -x .venv/bin/gdpval ]] || die "no virtualenv in $REPO_ROOT: run hack/setup.sh first"
   .venv/bin/gdpval runtime build >/dev/null
 }
 
