@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from support.once import once_per_session
 from support.paper_packages import IMPORT_SCRIPT, MODULES, REQUIREMENTS_IN, TORCH_REQUIREMENTS_IN, listed, parse_imports
 from support.sandbox_full import python_in_local_runtime, python_in_podman
 
@@ -24,12 +25,13 @@ def test_every_listed_package_has_its_module_named() -> None:
 
 @pytest.fixture(scope="module", params=["local", "podman"])
 def imported(request, tmp_path_factory) -> dict[str, str]:
-    if request.param == "podman":
-        output = python_in_podman(IMPORT_SCRIPT, MODULE_NAMES, IMPORTS_TIMEOUT_S)
-    else:
+    def compute() -> dict[str, str]:
+        if request.param == "podman":
+            return parse_imports(python_in_podman(IMPORT_SCRIPT, MODULE_NAMES, IMPORTS_TIMEOUT_S))
         workspace = tmp_path_factory.mktemp("imports") / "workspace"
-        output = python_in_local_runtime(IMPORT_SCRIPT, MODULE_NAMES, workspace, IMPORTS_TIMEOUT_S)
-    return parse_imports(output)
+        return parse_imports(python_in_local_runtime(IMPORT_SCRIPT, MODULE_NAMES, workspace, IMPORTS_TIMEOUT_S))
+
+    return once_per_session(request.config, tmp_path_factory, f"paper-imports-{request.param}", compute)
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gdpval.sandbox.local import LocalSandbox
+from support.once import once_per_session
 from support.sandbox_full import BUILD_IT, image, local_runtime, podman
 
 pytestmark = pytest.mark.slow
@@ -301,9 +302,12 @@ WHERE = {"podman": in_podman, "local": in_local_runtime}
 
 @pytest.fixture(scope="module", params=sorted(WHERE))
 def results(request, tmp_path_factory) -> dict:
-    data = WHERE[request.param](tmp_path_factory.mktemp(f"sandbox-full-{request.param}"))
-    print(f"\n{request.param}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
-    return data
+    def compute() -> dict:
+        data = WHERE[request.param](tmp_path_factory.mktemp(f"sandbox-full-{request.param}"))
+        print(f"\n{request.param}: " + ", ".join(f"{k} {v['seconds']}s" for k, v in data.items()))
+        return data
+
+    return once_per_session(request.config, tmp_path_factory, f"sandbox-full-checks-{request.param}", compute)
 
 
 def test_checks_cover_everything(results) -> None:
