@@ -1,13 +1,16 @@
-"""The Go builds' CPU under different garbage-collector settings (GOGC), side by side in one run.
+"""The Go builds' CPU under different build settings (GOGC, compiler flags), side by side in one run.
 
 On a fresh machine the Kubernetes build is the cluster tier's critical path, and the machine is
 saturated throughout, so only less CPU work shortens it. The Go compiler spends part of its time
-collecting garbage; a higher GOGC trades memory for that time. Each variant builds the same packages
+collecting garbage (a higher GOGC trades memory for it) and writing debug information that the
+linker's -w then drops (-gcflags=all=-dwarf=false skips it). Each variant builds the same packages
 of the Kubernetes release that hack/build-k8s.sh builds (its wrapper module, from the module cache)
 into an empty build cache, rounds interleaved, and reports the children's CPU (user + sys), wall time
-and the largest child's resident memory.
+and the largest child's resident memory. A variant is a list of NAME=value environment settings and
+-flags for `go build`:
 
-    .venv/bin/python bench/go_build.py --gogc 100 --gogc 400 --rounds 2 --json
+    .venv/bin/python bench/go_build.py --variant GOGC=100 --variant GOGC=400 \
+        --variant "GOGC=400 -gcflags=all=-dwarf=false" --rounds 2 --json
 """
 
 from __future__ import annotations
@@ -32,14 +35,26 @@ from infra.paths import cache_dir, versions  # noqa: E402
 PACKAGES = ("k8s.io/client-go/kubernetes", "k8s.io/kubernetes/pkg/apis/core/v1", "k8s.io/apiserver/pkg/server")
 
 
-def build_once(src: Path, gogc: str) -> dict[str, float]:
-    """One cold build of PACKAGES with GOGC=`gogc`: the children's CPU seconds, wall seconds, max RSS (MiB)."""
+def split_variant(variant: str) -> tuple[dict[str, str], list[str]]:
+    """`GOGC=400 -gcflags=all=-dwarf=false` -> ({"GOGC": "400"}, ["-gcflags=all=-dwarf=false"])."""
+    words = variant.split()
+    flags = [word for word in words if word.startswith("-")]
+    settings = dict(word.split("=", 1) for word in words if not word.startswith("-") and "=" in word)
+    if len(flags) + len(settings) != len(words):
+        raise SystemExit(f"variant {variant!r}: each word is NAME=value or a -flag of go build")
+    return settings, flags
+
+
+def build_once(src: Path, variant: str) -> dict[str, float]:
+    """One cold build of PACKAGES under `variant`: the children's CPU seconds, wall seconds, max RSS (MiB)."""
+    settings, flags = split_variant(variant)
     cache = Path(tempfile.mkdtemp(prefix="gocache-bench-"))
-    env = {**os.environ, "GOGC": gogc, "GOCACHE": str(cache), "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=mod"}
+    base = {"GOGC": "100", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=mod"}
+    env = {**os.environ, **base, **settings, "GOCACHE": str(cache)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:
-        subprocess.run(["go", "build", "-trimpath", *PACKAGES], cwd=src, env=env, check=True)
+        subprocess.run(["go", "build", "-trimpath", *flags, *PACKAGES], cwd=src, env=env, check=True)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -52,19 +67,21 @@ def build_once(src: Path, gogc: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gogc", action="append", help="a GOGC value to compare (repeat); default 100 and 400")
+    parser.add_argument("--variant", action="append", help="settings and go build flags to compare (repeat); default GOGC=100 and GOGC=400")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     src = cache_dir() / "kubernetes" / versions()["K8S_VERSION"] / "src"
     if not (src / "go.mod").is_file():
         sys.exit(f"no Kubernetes wrapper module in {src}: run hack/build-k8s.sh once first")
-    values = args.gogc or ["100", "400"]
+    values = args.variant or ["GOGC=100", "GOGC=400"]
+    for value in values:
+        split_variant(value)  # a malformed variant fails before any build
     runs: dict[str, list[dict[str, float]]] = {value: [] for value in values}
     for _ in range(args.rounds):
         for value in values:
             runs[value].append(build_once(src, value))
-    summary = {value: {key: statistics.median(run[key] for run in measured) for key in measured[0]} for value, measured in runs.items()}
+    summary = {value: {key: round(statistics.median(run[key] for run in measured), 1) for key in measured[0]} for value, measured in runs.items()}
     baseline = summary[values[0]]["cpu_s"]
     for value in values:
         summary[value]["cpu_vs_first"] = round(summary[value]["cpu_s"] / baseline, 3)
@@ -73,7 +90,7 @@ def main() -> None:
         print(json.dumps(result, indent=2))
     else:
         for value in values:
-            print(f"GOGC={value}: {summary[value]}")
+            print(f"{value}: {summary[value]}")
 
 
 if __name__ == "__main__":
