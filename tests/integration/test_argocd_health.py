@@ -6,7 +6,6 @@ libraries; the tests use lupa's Lua 5.1 with the same libraries, `obj` bound to 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from support.once import once_per_session
 
 lupa_lua51 = pytest.importorskip("lupa.lua51", reason="lupa (pip install lupa) runs the Lua health check")
 
@@ -149,14 +150,13 @@ KSTATUS = {
 
 
 @pytest.fixture(scope="module")
-def kstatus(tmp_path_factory):
+def kstatus(request, tmp_path_factory):
     go = shutil.which("go")
     if go is None:
         pytest.skip("go is needed to build gitops/kstatus")
-    binary = tmp_path_factory.mktemp("kstatus") / "kstatus"
-    # One build at a time: each xdist worker builds it, and the second then finds Go's build cache warm.
-    with open(tmp_path_factory.getbasetemp().parent / "kstatus-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def build() -> str:
+        binary = tmp_path_factory.mktemp("kstatus") / "kstatus"
         proc = subprocess.run(
             [go, "build", "-o", str(binary), "."],
             cwd=KSTATUS_SRC,
@@ -165,7 +165,11 @@ def kstatus(tmp_path_factory):
             timeout=900,
             env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
         )
-    assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, proc.stderr
+        return str(binary)
+
+    # Built once a session: the xdist workers that take these tests share the binary.
+    binary = once_per_session(request.config, tmp_path_factory, "kstatus-binary", build)
 
     def compute(*paths: Path) -> dict[str, str]:
         out = subprocess.run([str(binary), *map(str, paths)], capture_output=True, text=True, check=True, timeout=60).stdout
