@@ -45,9 +45,8 @@ def split_variant(variant: str) -> tuple[dict[str, str], list[str]]:
     return settings, flags
 
 
-def build_once(src: Path, variant: str) -> dict[str, float]:
-    """One cold build of PACKAGES under `variant`: the children's CPU seconds, wall seconds, max RSS (MiB)."""
-    settings, flags = split_variant(variant)
+def build_once(src: Path, settings: dict[str, str], flags: list[str]) -> dict[str, float]:
+    """One cold build of PACKAGES under a variant's settings and flags: the children's CPU seconds, wall seconds, max RSS (MiB)."""
     cache = Path(tempfile.mkdtemp(prefix="gocache-bench-"))
     base = {"GOGC": "100", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=mod"}
     env = {**os.environ, **base, **settings, "GOCACHE": str(cache)}
@@ -75,12 +74,11 @@ def main() -> None:
     if not (src / "go.mod").is_file():
         sys.exit(f"no Kubernetes wrapper module in {src}: run hack/build-k8s.sh once first")
     values = args.variant or ["GOGC=100", "GOGC=400"]
-    for value in values:
-        split_variant(value)  # a malformed variant fails before any build
+    parsed = {value: split_variant(value) for value in values}  # a malformed variant fails before any build
     runs: dict[str, list[dict[str, float]]] = {value: [] for value in values}
     for _ in range(args.rounds):
         for value in values:
-            runs[value].append(build_once(src, value))
+            runs[value].append(build_once(src, *parsed[value]))
     summary = {value: {key: round(statistics.median(run[key] for run in measured), 1) for key in measured[0]} for value, measured in runs.items()}
     baseline = summary[values[0]]["cpu_s"]
     for value in values:
