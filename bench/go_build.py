@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -36,8 +37,8 @@ PACKAGES = ("k8s.io/client-go/kubernetes", "k8s.io/kubernetes/pkg/apis/core/v1",
 
 
 def split_variant(variant: str) -> tuple[dict[str, str], list[str]]:
-    """`GOGC=400 -gcflags=all=-dwarf=false` -> ({"GOGC": "400"}, ["-gcflags=all=-dwarf=false"])."""
-    words = variant.split()
+    """`GOGC=400 '-gcflags=all=-N -l'` -> ({"GOGC": "400"}, ["-gcflags=all=-N -l"]): shell quoting groups a flag's words."""
+    words = shlex.split(variant)
     flags = [word for word in words if word.startswith("-")]
     settings = dict(word.split("=", 1) for word in words if not word.startswith("-") and "=" in word)
     if len(flags) + len(settings) != len(words):
@@ -79,6 +80,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for value in values:
             runs[value].append(build_once(src, *parsed[value]))
+            print(f"{value}: {runs[value][-1]}", file=sys.stderr, flush=True)  # kept if a later build fails
     summary = {value: {key: round(statistics.median(run[key] for run in measured), 1) for key in measured[0]} for value, measured in runs.items()}
     baseline = summary[values[0]]["cpu_s"]
     for value in values:
