@@ -61,10 +61,15 @@ def _phase(item: pytest.Item) -> int:
 # builds from the cluster's start for about 11 minutes, and its tests, taken earlier, held a worker
 # idle for up to 7.5 of them); the scheduler keeps this order.
 _BUILD_WAITS = {"minio_binary": 1, "full_runtime": 2, "full_image": 2, "kueue": 2}
+_LONG_BUILD = 2
 
 
-def _order(item: pytest.Item) -> tuple[int, int]:
-    return _phase(item), max((_BUILD_WAITS.get(name, 0) for name in getattr(item, "fixturenames", ())), default=0)
+def _order(item: pytest.Item) -> tuple[int, bool, bool, int]:
+    """Within a tier, the tests marked long first, unless they wait on the full image or Kueue (MinIO is
+    built before the cluster is up): in collection order, the cluster stress run started 31 minutes
+    into the cluster tier and ended it, 8 minutes after the cores had stopped being busy."""
+    build_wait = max((_BUILD_WAITS.get(name, 0) for name in getattr(item, "fixturenames", ())), default=0)
+    return _phase(item), build_wait >= _LONG_BUILD, item.get_closest_marker("long") is None, build_wait
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,6 +22,7 @@ OUTAGE_AFTER = 40  # chat requests: a few samples are mid-loop when it starts
 OUTAGE_SECONDS = 45.0
 
 
+@pytest.mark.long
 def test_an_outage_holds_attempts_and_the_run_resumes_without_spending_one(cluster, cluster_s3, sample_dataset, tmp_path_factory):
     dataset = make_standin_dataset(sample_dataset, tmp_path_factory.mktemp("dataset"))
     with (

@@ -173,6 +173,7 @@ def crd_owner():
         yield
 
 
+@pytest.mark.long
 def test_install_run_upgrade_uninstall(setup, crd_owner):
     kube, helm, bucket, client, endpoint, model_url = setup
     ns = kube.namespace

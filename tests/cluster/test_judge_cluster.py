@@ -44,6 +44,7 @@ def succeeded(kube: Kube, operator: OperatorProcess, name: str) -> dict:
     return status
 
 
+@pytest.mark.long
 def test_a_judged_run_succeeds_with_its_estimate_and_a_failed_judge_does_not_fail_it(env):
     kube, operator, client, bucket, manifest = env
     kube.apply(manifest("judged", "scripted"))
@@ -66,6 +67,7 @@ def gold_keys(client, bucket: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", ())]
 
 
+@pytest.mark.long
 def test_a_pairwise_judged_run_carries_its_totals_and_no_sample_pod_reaches_the_gold(env, cluster_s3):
     """spec.judge.method pairwise: the judge Job mirrors the gold and status.judge.pairwise carries the totals. Then a
     run whose sample pods search their sandbox's whole file system, connect to every address they know and fetch

@@ -57,6 +57,7 @@ def killed_state(kube, uid: str) -> dict | None:
     return None
 
 
+@pytest.mark.long
 def test_a_whole_run_judged_pairwise_on_the_cluster_survives_a_sigkill_without_judging_a_pair_twice(env):
     ns, model, judge, dataset = env
     kube = ns.kube

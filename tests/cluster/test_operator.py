@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 DELETED_TASKS = 4
 
 
+@pytest.mark.long
 def test_run_reaches_succeeded_and_shows_progress(env):
     name = env.submit("happy")
     seen = env.kube.wait_for(
@@ -51,6 +52,7 @@ def test_run_reaches_succeeded_and_shows_progress(env):
     assert events.strip()
 
 
+@pytest.mark.long
 def test_operator_sigkill_at_three_points(env):
     """Killed during prepare, mid-samples and during assembly; each time the run's children finish
     while the operator is down, and the restarted operator picks the run up from there."""
@@ -95,6 +97,7 @@ def test_deleted_sample_pod_is_retried(env):
     env.assert_complete_submission(name, DELETED_TASKS)
 
 
+@pytest.mark.long
 def test_model_faults_exhaust_retries_and_the_budget(env):
     """Every request fails with context_length: each sample fails twice, the budget of 2 is exceeded."""
     faults = {"extraBody": {"fake_faults": {"context_length": 1.0}}}

@@ -59,6 +59,7 @@ def reconcile_figures(port: int) -> dict[str, float]:
     return {"passes": count, "seconds": float(values["gdpval_reconcile_duration_seconds_sum"]), "slowest_bucket": slowest}
 
 
+@pytest.mark.long
 def test_a_stress_run_succeeds_with_a_complete_package(env):
     kube, operator, client, bucket, dataset, manifest = env
     started = time.monotonic()

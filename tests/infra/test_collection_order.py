@@ -34,3 +34,14 @@ def test_the_kueue_tests_come_after_the_cluster_tests_waiting_on_no_build() -> N
     plain = [i for i, nodeid in enumerate(order) if "kueue" not in nodeid]
     assert len(kueue) >= 6 and plain, order
     assert min(kueue) > max(plain), order
+
+
+def test_the_long_tests_start_their_tier_and_keep_the_build_waits_last() -> None:
+    """The stress run, last of its folder by name, comes before the smoke tests; the full image's tests
+    still wait behind every test needing no build, long or not."""
+    order = _collected("tests/cluster/test_smoke.py", "tests/cluster/test_stress_cluster.py", "tests/cluster/test_sandbox_full_pod.py")
+    stress = order.index("tests/cluster/test_stress_cluster.py::test_a_stress_run_succeeds_with_a_complete_package")
+    smoke = [i for i, nodeid in enumerate(order) if "test_smoke.py" in nodeid]
+    full = [i for i, nodeid in enumerate(order) if "test_sandbox_full_pod.py" in nodeid]
+    assert smoke and full, order
+    assert stress < min(smoke) and max(smoke) < min(full), order
