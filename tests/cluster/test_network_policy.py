@@ -53,7 +53,7 @@ def test_network_off_sample_reaches_model_and_s3_only(env, bystander, node_liste
     try:
         name = env.submit("network-off", selection={"limit": 1}, sandbox={"network": False})
         wait_until(lambda: model_control(env.model_url, "stats")["held"] >= 1, 300, "the sample's second model call")
-        (pod,) = env.pods_in(name, "Running")
+        (pod,) = wait_until(lambda: env.pods_in(name, "Running"), 60, "the sample pod reported Running (its agent can call the model first)")
         got = probe(env.kube, pod["metadata"]["name"], "sandbox", model, s3, *others, METADATA)
     finally:
         model_control(env.model_url, "release", {})
