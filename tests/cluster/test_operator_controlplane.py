@@ -16,7 +16,6 @@ import os
 import random
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -165,7 +164,7 @@ def env(control_plane, s3, tmp_path_factory):
     )
     bucket = s3.make_bucket()
     storage = open_output(OutputSpec(url=f"s3://{bucket}/out", endpoint=s3.endpoint_url), {"access_key_id": s3.access_key, "secret_access_key": s3.secret_key})
-    operator = OperatorProcess(str(cp.kubeconfig), NS, *IMAGES, tmp_path_factory.mktemp("operator")).start()
+    operator = OperatorProcess(str(cp.kubeconfig), NS, *IMAGES, tmp_path_factory.mktemp("operator")).start().wait_serving()
     yield Env(cp, operator, storage, bucket, s3.endpoint_url)
     operator.stop()
 
@@ -632,18 +631,9 @@ def test_pinned_fields_are_immutable(env):
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
 
 
-def _metrics(replica: OperatorProcess) -> str | None:
-    """The replica's /metrics, or None while it does not serve them yet (a loaded machine starts it late)."""
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=5).read().decode()
-    except urllib.error.URLError:
-        return None
-
-
 def _passes(replica: OperatorProcess) -> float:
     """Reconcile passes the replica ended (its /metrics is served from its start, standby included)."""
-    text = _metrics(replica)
-    assert text is not None, f"the replica on :{replica.metrics_port} stopped serving /metrics"
+    text = urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=5).read().decode()
     return float(next(line.split()[-1] for line in text.splitlines() if line.startswith("gdpval_reconcile_duration_seconds_count")))
 
 
@@ -670,7 +660,8 @@ def test_two_replicas_with_leader_election_never_both_act(env, tmp_path):
                 return ""
 
         leader = _wait(lambda: holder() in replicas and holder(), 60, "a Lease holder")
-        _wait(lambda: all(_metrics(r) is not None for r in replicas.values()), 60, "both replicas serving /metrics")
+        for replica in replicas.values():
+            replica.wait_serving()
         standby = next(who for who in replicas if who != leader)
         manifest = run_manifest(
             name,

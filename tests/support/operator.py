@@ -11,6 +11,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -118,6 +120,26 @@ class OperatorProcess:
         ]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig} | ({"HOSTNAME": self.hostname} if self.hostname else {})
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return self
+
+    def serving(self) -> bool:
+        """Whether the process answers on its metrics port (any status: /healthz may report a problem)."""
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/healthz", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    def wait_serving(self, timeout: float = 120) -> OperatorProcess:
+        """Until /metrics and /healthz answer, for a test that reads them first: a loaded machine starts the process late."""
+
+        def up() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, f"the operator exited:\n{self.logs()[-4000:]}"
+            return self.serving()
+
+        wait_until(up, timeout, f"the operator serving on :{self.metrics_port}", 0.2)
         return self
 
     def kill(self) -> None:
@@ -262,7 +284,7 @@ def operator_namespace(cluster, s3, prefix: str, dataset: Path, log_dir: Path, i
     bucket, client = s3.make_bucket(), s3.client()
     upload_tree(client, bucket, "dataset", dataset)
     images = images or project_images(cluster)
-    operator = OperatorProcess(str(cluster.kubeconfig), kube.namespace, *images, log_dir).start()
+    operator = OperatorProcess(str(cluster.kubeconfig), kube.namespace, *images, log_dir).start().wait_serving()
     try:
         yield OperatorNamespace(kube, operator, bucket, client, s3.endpoint_url, images)
     finally:
