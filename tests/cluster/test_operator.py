@@ -166,19 +166,14 @@ def test_missing_secrets_are_reported_in_conditions(env, secret, reason, hint):
 def test_metrics_endpoint(env):
     """A run of its own (suspended: no pods), since the session's other runs may not have come yet: its gauges
     once the operator reconciled it, the pass histogram, and no gauge left once it is deleted."""
-    import urllib.request
-
-    def metrics() -> str:
-        return urllib.request.urlopen(f"http://127.0.0.1:{env.operator.metrics_port}/metrics", timeout=5).read().decode()
-
     name = env.submit("metered", suspend=True)
     run = f'namespace="{env.kube.namespace}",run="{name}"'
 
     def reconciled() -> str | None:
-        text = metrics()
+        text = env.operator.metrics()
         return text if f'gdpval_run_info{{{run},state="Suspended"}} 1' in text else None
 
     text = env.kube.wait_for(reconciled, 60, "the run's gauges")
     assert f'gdpval_samples{{{run},state="pending"}}' in text and "gdpval_reconcile_duration_seconds_count" in text
     env.kube.run("delete", "gdpvalrun", name, "--wait=true", timeout=60)
-    env.kube.wait_for(lambda: f'run="{name}"' not in metrics(), 60, "the deleted run's gauges to go")
+    env.kube.wait_for(lambda: f'run="{name}"' not in env.operator.metrics(), 60, "the deleted run's gauges to go")

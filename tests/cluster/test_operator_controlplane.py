@@ -16,7 +16,6 @@ import os
 import random
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -633,7 +632,7 @@ def test_pinned_fields_are_immutable(env):
 
 def _passes(replica: OperatorProcess) -> float:
     """Reconcile passes the replica ended (its /metrics is served from its start, standby included)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=5).read().decode()
+    text = replica.metrics()
     return float(next(line.split()[-1] for line in text.splitlines() if line.startswith("gdpval_reconcile_duration_seconds_count")))
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import time
-import urllib.request
 
 import pyarrow.parquet as pq
 import pytest
@@ -25,6 +24,7 @@ from gdpval.fakemodel.script import parse_inventory
 from gdpval.fakemodel.server import start_background
 from support import stress
 from support.operator import (
+    OperatorProcess,
     assert_committed_once,
     operator_namespace,
     result_keys,
@@ -50,8 +50,8 @@ def env(cluster, cluster_s3, tmp_path_factory):
         yield ns.kube, ns.operator, ns.client, ns.bucket, dataset, ns.manifest("stress", model.base_url, parallelism=PARALLELISM, **selection)
 
 
-def reconcile_figures(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+def reconcile_figures(operator: OperatorProcess) -> dict[str, float]:
+    text = operator.metrics()
     values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("gdpval_reconcile_duration_seconds"))
     buckets = {key: float(v) for key, v in values.items() if "_bucket" in key}
     count = float(values["gdpval_reconcile_duration_seconds_count"])
@@ -70,7 +70,7 @@ def test_a_stress_run_succeeds_with_a_complete_package(env):
     assert done.returncode == 0, f"not Succeeded after {elapsed:.0f}s: {status}\n{operator.logs()[-4000:]}"
     ledger = (kube.get("configmap", "stress-ledger") or {}).get("data") or {}
     ledger_bytes = sum(len(k) + len(v.encode()) for k, v in ledger.items())
-    figures = reconcile_figures(operator.metrics_port)
+    figures = reconcile_figures(operator)
     print(
         f"\n{TASKS}-sample GdpvalRun: {elapsed:.0f}s at parallelism {PARALLELISM}; ledger {len(ledger)} lines, "
         f"{ledger_bytes} bytes; {figures['passes']:.0f} reconcile passes, {figures['seconds']:.1f}s in total, "

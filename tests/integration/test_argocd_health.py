@@ -136,7 +136,6 @@ def test_operator_status_is_readable_by_kstatus() -> None:
 
 # --- kstatus (Flux, cli-utils): the real library, through gitops/kstatus ------------------------
 
-KSTATUS_SRC = ROOT / "gitops" / "kstatus"
 KSTATUS = {
     "succeeded.yaml": "Current",
     "succeeded-then-suspended.yaml": "Current",

@@ -122,6 +122,10 @@ class OperatorProcess:
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         return self
 
+    def metrics(self) -> str:
+        """The process's /metrics, as Prometheus text."""
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+
     def serving(self) -> bool:
         """Whether the process answers on its metrics port (any status: /healthz may report a problem)."""
         try:
