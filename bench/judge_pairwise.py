@@ -30,9 +30,10 @@ from gdpval.dataset.loader import load_dataset  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.judge.inputs import Inputs  # noqa: E402
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs  # noqa: E402
-from gdpval.judge.run import JudgeOptions, read_run  # noqa: E402
+from gdpval.judge.run import JudgeOptions  # noqa: E402
 from gdpval.judge.usage import Usage  # noqa: E402
 from gdpval.judge.verdicts import PairScore  # noqa: E402
+from gdpval.records import load_record  # noqa: E402
 from gdpval.render import cache, child  # noqa: E402
 from gdpval.storage import layout  # noqa: E402
 from gdpval.storage.local import LocalStorage  # noqa: E402
@@ -86,7 +87,7 @@ def main() -> None:
                     for key in list(storage.list("judge-calls")):
                         storage.delete(key)
                 start = time.monotonic()
-                judged = judge_pairs(storage, "bench", client, options, Inputs(storage, read_run(storage, "bench")[0], root / "cache"))
+                judged = judge_pairs(storage, "bench", client, options, Inputs(storage, load_record(storage, "bench"), root / "cache"))
                 wall = time.monotonic() - start
                 samples = judged.results.samples
                 print(json.dumps(per_sample(name, "all", samples, judged.results.usage, wall, judged.reused > 0)))

@@ -11,6 +11,7 @@ from gdpval.controller.pure.api import OutputSpec
 from gdpval.controller.pure.ledger import Outcome
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
+from gdpval.records import is_prepared
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import NotFound, layout
 from support import runs
@@ -46,9 +47,9 @@ def _commit(storage, sample, attempt, ok=True, run="r"):
 
 
 def test_samples_probes_and_rebuild(storage):
-    assert not s3io.is_prepared(storage, "r")
+    assert not is_prepared(storage, "r")
     _prepare(storage)
-    assert s3io.is_prepared(storage, "r")
+    assert is_prepared(storage, "r")
     samples, sectors, revision = s3io.load_samples(storage, "r")
     assert samples == ("b-r0", "a-r0") and revision == "rev9" and set(sectors) == set(samples) and all(sectors.values())
     assert s3io.probe(storage, "r", "b-r0", 1, False).has_files is False

@@ -12,6 +12,7 @@ from gdpval.fakemodel.server import start_background
 from gdpval.judge import LABEL, load_results, load_scores
 from gdpval.judge.run import JudgeError, JudgeOptions, judge_run
 from gdpval.judge.usage import Prices
+from gdpval.records import RunNotPrepared
 from gdpval.render import child
 from gdpval.sandbox import runtime
 from gdpval.settings import OutputSettings
@@ -122,7 +123,7 @@ def test_a_run_of_a_revision_without_rubrics_is_refused(tmp_path, judge_model):
     runs.write_run(storage, RUN, runs.entries([runs.task("a"), runs.task("b")]))
     with pytest.raises(JudgeError, match="without rubrics"):
         judge(storage, judge_model)
-    with pytest.raises(JudgeError, match="never prepared"):
+    with pytest.raises(RunNotPrepared, match="never prepared"):
         judge_run(storage, "other", make_client(judge_model.base_url), JudgeOptions(model="judge"))
 
 

@@ -13,8 +13,9 @@ from gdpval.fakemodel.server import start_background
 from gdpval.judge.gold import NoGold
 from gdpval.judge.inputs import Inputs
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs, load_pairs
-from gdpval.judge.run import JudgeOptions, read_run
+from gdpval.judge.run import JudgeOptions
 from gdpval.judge.verdicts import PAIRWISE_LABEL
+from gdpval.records import load_record
 from gdpval.render import child
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
@@ -38,7 +39,7 @@ def storage(tmp_path, monkeypatch):
 
 def judge(storage, server, tmp_path, run=RUN, **options):
     client = make_client(server.base_url)
-    inputs = Inputs(storage, read_run(storage, run)[0], tmp_path / "cache")
+    inputs = Inputs(storage, load_record(storage, run), tmp_path / "cache")
     judge_options = JudgeOptions(model="judge", backoff_seconds=0, concurrency=3, tries=options.pop("tries", 2), cache_dir=tmp_path / "cache")
     return judge_pairs(storage, run, client, PairOptions(judge_options, **options), inputs)
 

@@ -17,6 +17,7 @@ LAYERS = (
     ("gdpval.sample", "gdpval.storage"),
     ("gdpval.dataset",),
     ("gdpval.manifest",),
+    ("gdpval.records",),
     ("gdpval.sandbox", "gdpval.submission"),
     ("gdpval.agent", "gdpval.render"),
     ("gdpval.runner", "gdpval.judge"),
@@ -154,3 +155,37 @@ def test_the_checks_can_fail():
     assert "gdpval.settings" in GRAPH["gdpval.controller.pure.api"]
     assert _layer("gdpval.storage.layout") < _layer("gdpval.controller.effects.operator")
     assert GRAPH["gdpval.settings"] == set(), "settings is the bottom layer: it imports nothing of the package"
+
+
+# A run's records: only gdpval.records names run.json's key, so "never prepared" and "unreadable" are
+# decided in one place and every reader of run.json goes through it.
+RECORDS = "gdpval.records"
+RUN_JSON_NAMES = {"run_json", "RUN_JSON"}
+
+
+def run_json_readers(sources: dict[str, str]) -> list[str]:
+    """Modules other than the records module (and the layout that builds the key) that use run.json's key."""
+    found = []
+    for module, source in sorted(sources.items()):
+        if module in (RECORDS, "gdpval.storage.layout"):
+            continue
+        names = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)}
+        names |= {a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) for a in n.names}
+        found += [f"{module} uses layout.{name}" for name in sorted(names & RUN_JSON_NAMES)]
+    return found
+
+
+SOURCES = {name: path.read_text() for name, path in MODULES.items()}
+
+
+def test_only_the_records_module_reads_run_json():
+    assert RECORDS in MODULES
+    assert run_json_readers(SOURCES) == []
+
+
+def test_the_run_json_rule_can_fail():
+    """A module that reads run.json itself, by the layout's function or by importing the file name, is caught."""
+    reads = {**SOURCES, "gdpval.judge.run": SOURCES["gdpval.judge.run"] + "\nx = layout.run_json('r')\n"}
+    assert run_json_readers(reads) == ["gdpval.judge.run uses layout.run_json"]
+    named = {**SOURCES, "gdpval.report.records": "from gdpval.storage.layout import RUN_JSON\n"}
+    assert run_json_readers(named) == ["gdpval.report.records uses layout.RUN_JSON"]

@@ -8,6 +8,7 @@ import pytest
 
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ReferenceFile
+from gdpval.records import RunNotPrepared
 from gdpval.runner.pod import run_sample, stage
 from gdpval.runner.prepare import save_or_resume
 from gdpval.storage import layout
@@ -68,5 +69,5 @@ def test_a_run_prepared_without_entry_objects_is_staged_from_its_manifest(tmp_pa
     assert [p.read_text() for p in staged] == ["input of t3"]
     with pytest.raises(GdpvalError, match="not in the run's manifest"):
         stage(storage, RUN, "nope-r0", tmp_path / "refs")
-    with pytest.raises(GdpvalError, match="is not prepared"):
+    with pytest.raises(RunNotPrepared, match="never prepared"):
         stage(storage, "other", "nope-r0", tmp_path / "refs")

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from gdpval.records import RunNotPrepared
 from gdpval.storage.local import LocalStorage
-from gdpval.submission.build import SubmissionError, build_submission, committed_attempts
+from gdpval.submission.build import build_submission, committed_attempts
 from support import runs
 from support.submission import RUN, SUB, by_task, check_single_package, make_run, table
 
@@ -75,7 +76,7 @@ def test_listed_but_absent_deliverable_is_left_out_and_reported(tmp_path):
 
 
 def test_unprepared_run_is_a_clear_error(tmp_path):
-    with pytest.raises(SubmissionError, match="never prepared.*check --output"):
+    with pytest.raises(RunNotPrepared, match="never prepared.*check --output"):
         build_submission(LocalStorage(tmp_path), "nope")
 
 

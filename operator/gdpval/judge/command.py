@@ -130,14 +130,14 @@ def spend(usage) -> str:
 def _pairwise(storage, run_name: str, client, options, against: str | None, only_failed: bool, seed: int, best_of_n: bool) -> dict:
     from gdpval.judge.inputs import Inputs
     from gdpval.judge.pairwise import PairOptions, judge_pairs
-    from gdpval.judge.run import read_run
+    from gdpval.records import load_record
 
     def line(score, reused: bool) -> None:
         flags = "".join(f" ({f})" for f, on in (("reused", reused), ("inconsistent", score.inconsistent), ("no deliverable", score.no_deliverable)) if on)
         print(f"{score.sample_id}: {score.verdict}{flags}{' ' + score.error if score.verdict == 'failed' else ''}", file=sys.stderr, flush=True)
 
     pair_options = PairOptions(options, against, only_failed, seed)
-    inputs = Inputs(storage, read_run(storage, run_name)[0], options.cache_dir)
+    inputs = Inputs(storage, load_record(storage, run_name), options.cache_dir)
     judged = judge_pairs(storage, run_name, client, pair_options, inputs, line)
     overall, usage = judged.results.overall, judged.results.usage
     share = "none" if overall.wins_or_ties is None else f"{overall.wins_or_ties:.1%}"

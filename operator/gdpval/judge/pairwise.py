@@ -27,12 +27,13 @@ from gdpval.judge.convert import View
 from gdpval.judge.gold import GoldIndex, ensure_gold
 from gdpval.judge.inputs import Fetched, Inputs, render
 from gdpval.judge.models import unfenced
-from gdpval.judge.run import ERROR_SHOWN, RETRIED_STATUSES, JudgeOptions, describe, read_run
+from gdpval.judge.run import ERROR_SHOWN, RETRIED_STATUSES, JudgeOptions, describe
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage, usage_of
 from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
 from gdpval.manifest import ManifestEntry
+from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.submission.build import Committed, committed_attempts
@@ -67,7 +68,7 @@ class _Side:
 
     def __init__(self, storage: Storage, run: str):
         self.run = run
-        self.record, entries = read_run(storage, run)
+        self.record, entries = load_run(storage, run)
         self.entries = {e.sample.sample_id: e for e in entries}
         self.attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
 

@@ -25,7 +25,8 @@ from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricE
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import load_scores, write_results, write_score
 from gdpval.judge.usage import Prices, Usage, usage_of
-from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.manifest import ManifestEntry
+from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.submission.build import Committed, committed_attempts
@@ -35,7 +36,7 @@ ERROR_SHOWN = 300
 
 
 class JudgeError(GdpvalError):
-    """The run cannot be judged (never prepared, or made on a dataset revision without rubrics)."""
+    """The run cannot be judged (made on a dataset revision without rubrics)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ OnSample = Callable[[SampleScore, bool], None]
 
 def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeOptions, on_sample: OnSample | None = None) -> Judged:
     """Judge every sample not already judged for its committed attempt by this model, then write results.json."""
-    record, entries = read_run(storage, run)
+    record, entries = load_run(storage, run)
     if entries and not any(e.task.rubric_json for e in entries):
         raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
     inputs = Inputs(storage, record, options.cache_dir)
@@ -95,18 +96,6 @@ def reusable(previous: SampleScore | None, committed: Committed | None, model: s
     """A cached score stands while it judged the same attempt with the same model and did not fail."""
     attempt = committed.attempt if committed is not None else None
     return previous is not None and previous.status != "failed" and previous.attempt == attempt and previous.judge_model == model
-
-
-def read_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
-    """The run's record and manifest, or a JudgeError saying what to check."""
-    try:
-        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-        entries = load_manifest(storage.get_text(layout.manifest(run)))
-    except NotFound:
-        raise JudgeError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
-    except ValidationError as exc:
-        raise JudgeError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
-    return record, entries
 
 
 def judge_sample(

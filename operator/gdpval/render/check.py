@@ -14,12 +14,13 @@ from pathlib import Path, PurePosixPath
 from pydantic import ValidationError
 
 from gdpval.manifest import ManifestEntry
+from gdpval.records import load_run
 from gdpval.render import view_file
 from gdpval.render.child import backend, renderer_label, text_only
 from gdpval.render.view import View
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
-from gdpval.submission.build import Committed, SubmissionError, committed_attempts, load_run
+from gdpval.submission.build import Committed, SubmissionError, committed_attempts
 from gdpval.submission.readiness import CheckResults, FileCheck, SampleCheck, sample_check, share
 
 OnSample = Callable[[SampleCheck], None]

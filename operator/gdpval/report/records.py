@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from gdpval.errors import GdpvalError
 from gdpval.judge.store import load_pair_results
 from gdpval.judge.verdicts import PairResults
-from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.records import load_run
 from gdpval.report.grading import shown_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
@@ -26,7 +27,7 @@ from gdpval.submission.readiness import CheckResults, load_check
 
 
 class ReportError(GdpvalError):
-    """A run cannot be reported (never prepared, unreadable records)."""
+    """A run cannot be reported (an unreadable result)."""
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,7 @@ class RunRecords:
 
 def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
     """The run's records; `transcripts=False` skips the largest objects (a comparison needs none)."""
-    try:
-        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-        entries = load_manifest(storage.get_text(layout.manifest(run)))
-    except NotFound:
-        raise ReportError(f"run {run!r} was never prepared in {storage.uri}: check --output and --run-name") from None
-    except ValidationError as exc:
-        raise ReportError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
+    record, entries = load_run(storage, run)
     listed = list(storage.list(layout.samples(run)))
     chosen = committed_attempts(listed, run)
     records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed), check=load_check(storage, run))

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from gdpval import contract
 from gdpval.errors import GdpvalError
-from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
-from gdpval.storage import NotFound, Storage, layout
+from gdpval.records import load_entry, load_record
+from gdpval.storage import Storage
 
 if TYPE_CHECKING:
     from gdpval.sample import SampleResult
@@ -40,29 +40,6 @@ class ModelUnavailable(Exception):
     """The model endpoint's outage ended the attempt and nothing was committed: the pod exits with
     EXIT_MODEL_UNAVAILABLE and the operator runs the same attempt again (here, not in `runner.attempt`,
     so the command's handler imports nothing of the agent's)."""
-
-
-def load_entry(storage: Storage, run: str, sample_id: str) -> ManifestEntry:
-    """The sample's own entry object; the whole manifest only for runs prepared before entries existed."""
-    try:
-        return ManifestEntry.model_validate_json(storage.get_text(layout.entry(run, sample_id)))
-    except NotFound:
-        pass
-    try:
-        entries = load_manifest(storage.get_text(layout.manifest(run)))
-    except NotFound:
-        raise GdpvalError(f"run {run!r} is not prepared in {storage.uri}: run `gdpval prepare` first") from None
-    for entry in entries:
-        if entry.sample.sample_id == sample_id:
-            return entry
-    raise GdpvalError(f"sample {sample_id!r} is not in the run's manifest")
-
-
-def load_record(storage: Storage, run: str) -> RunRecord:
-    try:
-        return RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-    except NotFound:
-        raise GdpvalError(f"run {run!r} is not prepared in {storage.uri}: run `gdpval prepare` first") from None
 
 
 def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:

@@ -17,26 +17,10 @@ from gdpval import __version__
 from gdpval.dataset.loader import LoadedDataset, MissingReference, load_dataset
 from gdpval.dataset.selection import select
 from gdpval.errors import GdpvalError, RunConflict
-from gdpval.manifest import ManifestEntry, ReferenceFile, RunOwner, RunRecord, dump_manifest, load_manifest
+from gdpval.manifest import ManifestEntry, ReferenceFile, RunOwner, RunRecord
+from gdpval.records import find_record, load_entries, record_url, save_run
 from gdpval.settings import Change, Path_, RunSettings, flag_specs, nest, resume_settings, wire_path
-from gdpval.storage import NotFound, Storage, layout
-
-
-def read_record(storage: Storage, run: str) -> RunRecord | None:
-    """The run's stored record, None for a new run; an unreadable one is refused with what to do."""
-    try:
-        text = storage.get_text(layout.run_json(run))
-    except NotFound:
-        return None
-    try:
-        return RunRecord.model_validate_json(text)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(p) for p in problem["loc"])
-        raise GdpvalError(
-            f"{storage.url(layout.run_json(run))} is not a run record this version reads ({where}: {problem['msg']}): "
-            "choose a new --run-name, or resume it with the gdpval version that wrote it"
-        ) from None
+from gdpval.storage import Storage, layout
 
 
 def settings_for(stored: RunRecord | None, given: dict[Path_, Any], flags: bool = True) -> RunSettings:
@@ -88,7 +72,7 @@ def check_owner(storage: Storage, stored: RunRecord | None, owner: RunOwner | No
         return
     writer = str(stored.owner) if stored.owner else "a run without an owner (gdpval run, or an older operator)"
     raise RunConflict(
-        f"{storage.url(layout.run_json(stored.run_name))} belongs to {writer}, not to {owner}: "
+        f"{record_url(storage, stored.run_name)} belongs to {writer}, not to {owner}: "
         "delete that folder if its results are not needed, or create a new GdpvalRun (it gets its own folder)"
     )
 
@@ -112,7 +96,7 @@ def load_and_plan(
     storage: Storage, run_name: str, given: dict[Path_, Any], cache_dir: Path, flags: bool = True, owner: RunOwner | None = None
 ) -> tuple[LoadedDataset, RunRecord, list[ManifestEntry]]:
     """Settings (stored ones on resume), the dataset at the run's pinned revision, and the samples."""
-    stored = read_record(storage, run_name)
+    stored = find_record(storage, run_name)
     check_owner(storage, stored, owner)
     settings = settings_for(stored, given, flags)
     revision = stored.dataset.revision if stored else settings.dataset.revision
@@ -151,14 +135,10 @@ def save_or_resume(storage: Storage, record: RunRecord, entries: list[ManifestEn
     (parallelism) from this call.
     """
     run = record.run_name
-    try:
-        stored = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-    except NotFound:
-        for entry in entries:
-            storage.put_text(layout.entry(run, entry.sample.sample_id), entry.model_dump_json())
-        storage.put_text(layout.manifest(run), dump_manifest(entries))
-        storage.put_text(layout.run_json(run), record.dump())
+    stored = find_record(storage, run)
+    if stored is None:
+        save_run(storage, record, entries)
         return record, entries, False
     check_owner(storage, stored, record.owner)
     resumed = stored.model_copy(update={"settings": record.settings})
-    return resumed, load_manifest(storage.get_text(layout.manifest(run))), True
+    return resumed, load_entries(storage, run), True

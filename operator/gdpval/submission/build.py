@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, ValidationError
 
 from gdpval.errors import GdpvalError
-from gdpval.manifest import ManifestEntry, RunRecord, load_manifest
+from gdpval.manifest import ManifestEntry, RunRecord
+from gdpval.records import load_run
 from gdpval.sample import SampleCounts, SampleResult
-from gdpval.storage import NotFound, Storage, layout
+from gdpval.storage import Storage, layout
 from gdpval.submission.readiness import GRADING_READY_DEFINITION, GRADING_TEXT_ONLY, CheckResults, current_share, load_check
 from gdpval.submission.schema import (
     UnsafeDeliverable,
@@ -43,7 +44,7 @@ OFFICIAL_SCORE = "The official GDPval score comes from OpenAI's grader, which gr
 
 
 class SubmissionError(GdpvalError):
-    """The run cannot be assembled (missing run record or manifest, unreadable results)."""
+    """The run cannot be assembled (unreadable results)."""
 
 
 class PackageCounts(SampleCounts):
@@ -185,17 +186,6 @@ def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_mode
 
 def _committed(entries: list[ManifestEntry], attempts: dict[str, Committed]) -> dict[str, int | None]:
     return {e.sample.sample_id: a.attempt if (a := attempts.get(e.sample.sample_id)) else None for e in entries}
-
-
-def load_run(storage: Storage, run: str) -> tuple[RunRecord, list[ManifestEntry]]:
-    try:
-        record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-        entries = load_manifest(storage.get_text(layout.manifest(run)))
-    except NotFound as exc:
-        raise SubmissionError(f"run {run!r} was never prepared in {storage.uri} ({exc}): check --output and the run name") from None
-    except ValidationError as exc:
-        raise SubmissionError(f"run {run!r} in {storage.uri} has an unreadable run.json or manifest: {exc.errors()[0]['msg']}") from None
-    return record, entries
 
 
 def _load_results(storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, Committed]) -> tuple[dict[str, SampleResult], list[str]]:

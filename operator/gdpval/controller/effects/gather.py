@@ -26,6 +26,7 @@ from gdpval.controller.pure.ledger import Ledger, decode, encode_cluster, merge,
 from gdpval.controller.pure.manifests import RunContext
 from gdpval.controller.pure.policy import job_error_current, secrets_due
 from gdpval.controller.types import Blocker, Observed, Probe
+from gdpval.records import is_prepared
 from gdpval.storage import NotFound, Storage, StorageError, layout
 
 log = logging.getLogger("gdpval.operator")
@@ -112,7 +113,7 @@ class Gatherer:
             ledger, archived = merge(s3io.read_segments(storage, ctx.storage_name, count), decode(data))
             keys = frozenset(data)
         else:
-            ledger = s3io.rebuild_ledger(storage, ctx.storage_name, now) if s3io.is_prepared(storage, ctx.storage_name) else {}
+            ledger = s3io.rebuild_ledger(storage, ctx.storage_name, now) if is_prepared(storage, ctx.storage_name) else {}
             parts = split(ledger, {}, batch=1)
             count = 1 if parts.archive else 0
             if parts.archive:

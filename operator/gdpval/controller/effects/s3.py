@@ -19,7 +19,7 @@ from gdpval.controller.types import Probe, Submission
 from gdpval.judge import LABEL, load_results
 from gdpval.judge.store import GOLD, load_pair_results
 from gdpval.judge.verdicts import PAIRWISE_LABEL
-from gdpval.manifest import RunRecord, load_manifest
+from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.settings import JudgeMethod
 from gdpval.storage import NotFound, Storage, layout, open_storage
@@ -36,13 +36,8 @@ def open_output(output: OutputSpec, credentials: Mapping[str, str] | None) -> S3
 
 def load_samples(storage: Storage, run: str) -> tuple[tuple[str, ...], dict[str, str], str]:
     """Sample ids in manifest order, each sample's sector, and the pinned dataset revision."""
-    record = RunRecord.model_validate_json(storage.get_text(layout.run_json(run)))
-    entries = load_manifest(storage.get_text(layout.manifest(run)))
+    record, entries = load_run(storage, run)
     return tuple(e.sample.sample_id for e in entries), {e.sample.sample_id: e.task.sector for e in entries}, record.dataset.revision
-
-
-def is_prepared(storage: Storage, run: str) -> bool:
-    return storage.exists(layout.run_json(run)) and storage.exists(layout.manifest(run))
 
 
 def read_committed(storage: Storage, run: str, sample: str, attempt: int) -> Committed | None:
