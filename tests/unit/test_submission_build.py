@@ -7,8 +7,9 @@ import json
 import pytest
 
 from gdpval.records import RunNotPrepared
+from gdpval.storage.committed import committed_attempts
 from gdpval.storage.local import LocalStorage
-from gdpval.submission.build import build_submission, committed_attempts
+from gdpval.submission.build import build_submission
 from support import runs
 from support.submission import RUN, SUB, by_task, check_single_package, make_run, table
 

@@ -36,7 +36,7 @@ from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
-from gdpval.submission.build import Committed, committed_attempts
+from gdpval.storage.committed import CommittedAttempt, list_committed
 
 PROMPT_VERSION = 1  # part of every call's digest: a new prompt never reuses old replies
 
@@ -70,9 +70,9 @@ class _Side:
         self.run = run
         self.record, entries = load_run(storage, run)
         self.entries = {e.sample.sample_id: e for e in entries}
-        self.attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+        self.attempts = list_committed(storage, run)
 
-    def result(self, storage: Storage, sample: str) -> tuple[Committed | None, SampleResult | None]:
+    def result(self, storage: Storage, sample: str) -> tuple[CommittedAttempt | None, SampleResult | None]:
         committed = self.attempts.get(sample)
         if committed is None:
             return None, None
@@ -118,7 +118,7 @@ def judge_pairs(storage: Storage, run: str, client: openai.OpenAI, options: Pair
     return JudgedPairs(results, storage.url(key), sum(1 for _, reused in outcomes if reused))
 
 
-def _reusable(previous: PairScore, committed: Committed | None, other: Committed | None, model: str) -> bool:
+def _reusable(previous: PairScore, committed: CommittedAttempt | None, other: CommittedAttempt | None, model: str) -> bool:
     """A stored verdict stands while it judged the same attempts with the same model and did not fail."""
     same = previous.attempt == (committed.attempt if committed else None) and previous.other_attempt == (other.attempt if other else None)
     return previous.verdict != "failed" and same and previous.judge_model == model
@@ -180,7 +180,7 @@ def judge_pair(
         return _ask_both(storage, base, task.prompt, references, sides, roots, client, options, journal)
 
 
-def _deliverables(inputs: Inputs, run: str, sample: str, committed: Committed, result: SampleResult, into: Path) -> list[Fetched]:
+def _deliverables(inputs: Inputs, run: str, sample: str, committed: CommittedAttempt, result: SampleResult, into: Path) -> list[Fetched]:
     root = layout.deliverables(run, sample, committed.attempt)
     return [inputs.from_storage(f"{root}/{rel}", rel, into) for rel in result.deliverable_files if rel in committed.present]
 

@@ -29,7 +29,7 @@ from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
-from gdpval.submission.build import Committed, committed_attempts
+from gdpval.storage.committed import CommittedAttempt, list_committed
 
 RETRIED_STATUSES = {408, 409, 429}
 ERROR_SHOWN = 300
@@ -68,7 +68,7 @@ def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeO
     if entries and not any(e.task.rubric_json for e in entries):
         raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
     inputs = Inputs(storage, record, options.cache_dir)
-    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    attempts = list_committed(storage, run)
     cache = load_scores(storage, run)
 
     def one(entry: ManifestEntry) -> tuple[SampleScore, bool]:
@@ -92,14 +92,14 @@ def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeO
     return Judged(results, write_results(storage, results), sum(1 for _, cached in outcomes if cached))
 
 
-def reusable(previous: SampleScore | None, committed: Committed | None, model: str) -> bool:
+def reusable(previous: SampleScore | None, committed: CommittedAttempt | None, model: str) -> bool:
     """A cached score stands while it judged the same attempt with the same model and did not fail."""
     attempt = committed.attempt if committed is not None else None
     return previous is not None and previous.status != "failed" and previous.attempt == attempt and previous.judge_model == model
 
 
 def judge_sample(
-    storage: Storage, run: str, entry: ManifestEntry, committed: Committed | None, client: openai.OpenAI, options: JudgeOptions, inputs: Inputs
+    storage: Storage, run: str, entry: ManifestEntry, committed: CommittedAttempt | None, client: openai.OpenAI, options: JudgeOptions, inputs: Inputs
 ) -> SampleScore:
     task = entry.task
     base: dict[str, Any] = dict(
@@ -138,7 +138,7 @@ def judge_sample(
     return SampleScore(**base, status="scored", items=scores, points=points, max_points=most, tries=tries, usage=usage, **seen)
 
 
-def _result(storage: Storage, run: str, sample: str, committed: Committed | None) -> SampleResult | None:
+def _result(storage: Storage, run: str, sample: str, committed: CommittedAttempt | None) -> SampleResult | None:
     if committed is None:
         return None
     try:

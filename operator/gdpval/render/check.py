@@ -20,7 +20,8 @@ from gdpval.render.child import backend, renderer_label, text_only
 from gdpval.render.view import View
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
-from gdpval.submission.build import Committed, SubmissionError, committed_attempts
+from gdpval.storage.committed import CommittedAttempt, list_committed
+from gdpval.submission.build import SubmissionError
 from gdpval.submission.readiness import CheckResults, FileCheck, SampleCheck, sample_check, share
 
 OnSample = Callable[[SampleCheck], None]
@@ -33,7 +34,7 @@ TEXT_ONLY = (
 def check_run(storage: Storage, run: str, on_sample: OnSample | None = None) -> CheckResults:
     """Check every sample's committed deliverables; write and return runs/<run>/check.json."""
     _, entries = load_run(storage, run)
-    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    attempts = list_committed(storage, run)
     system = backend(os.environ)
     checks = []
     for entry in entries:
@@ -45,7 +46,7 @@ def check_run(storage: Storage, run: str, on_sample: OnSample | None = None) -> 
     return results
 
 
-def check_sample(storage: Storage, run: str, entry: ManifestEntry, committed: Committed | None) -> SampleCheck:
+def check_sample(storage: Storage, run: str, entry: ManifestEntry, committed: CommittedAttempt | None) -> SampleCheck:
     task, sample = entry.task, entry.sample.sample_id
     if committed is None:
         return sample_check(sample, task.task_id, None, task.prompt, task.reference_files, [])

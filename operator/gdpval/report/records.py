@@ -1,8 +1,8 @@
 """Reading a run's records from storage (the only I/O of the report): run.json, manifest, results, transcripts.
 
-A sample's committed result is its highest attempt with a result.json, as the submission builder
-chooses it; attempts without one are ignored. Transcripts are read as written (JSON lines, lone
-surrogates kept escaped), and a line that does not parse is kept as text, never fatal.
+A sample's committed result is the attempt gdpval.storage.committed chooses, as for the submission.
+Transcripts are read as written (JSON lines, lone surrogates kept escaped), and a line that does not
+parse is kept as text, never fatal.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from gdpval.records import load_run
 from gdpval.report.grading import shown_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
+from gdpval.storage.committed import committed_attempts
 from gdpval.storage.progress import progress_from_keys
-from gdpval.submission.build import committed_attempts
 from gdpval.submission.readiness import CheckResults, load_check
 
 

@@ -1,16 +1,14 @@
 """Assemble the submission package(s) and results.parquet from committed results in storage.
 
 Only the Storage interface is used, so a local folder and S3 build the same objects. A sample's
-committed result is its highest `attempt-<n>` with a result.json (written last by the runner);
-attempts without one are ignored. Re-running rebuilds everything in place: every object is
-rewritten whole, and files a previous build left behind are removed.
+committed result is the attempt gdpval.storage.committed chooses. Re-running rebuilds everything in
+place: every object is rewritten whole, and files a previous build left behind are removed.
 """
 
 from __future__ import annotations
 
 import io
 import tempfile
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from gdpval.manifest import ManifestEntry, RunRecord
 from gdpval.records import load_run
 from gdpval.sample import SampleCounts, SampleResult
 from gdpval.storage import Storage, layout
+from gdpval.storage.committed import CommittedAttempt, list_committed
 from gdpval.submission.readiness import GRADING_READY_DEFINITION, GRADING_TEXT_ONLY, CheckResults, current_share, load_check
 from gdpval.submission.schema import (
     UnsafeDeliverable,
@@ -109,32 +108,10 @@ class SubmissionInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class Committed(BaseModel):
-    """A sample's chosen attempt: its result and the deliverable files present in storage."""
-
-    attempt: int
-    present: set[str]
-
-
-def committed_attempts(keys: list[str], run: str) -> dict[str, Committed]:
-    """For each sample, the highest attempt with a result.json and its deliverable files (pure)."""
-    files: dict[tuple[str, int], list[layout.AttemptFile]] = defaultdict(list)
-    for key in keys:
-        parsed = layout.parse_attempt_key(key)
-        if parsed is not None and parsed.run == run:
-            files[(parsed.sample, parsed.attempt)].append(parsed)
-    chosen: dict[str, Committed] = {}
-    for (sample, n), parsed_files in sorted(files.items()):
-        if any(f.is_result for f in parsed_files):
-            present = {f.deliverable for f in parsed_files if f.deliverable is not None}
-            chosen[sample] = Committed(attempt=n, present=present)
-    return chosen
-
-
 def build_submission(storage: Storage, run: str) -> SubmissionInfo:
     """Write every package, results.parquet, and remove what a previous build left behind."""
     record, entries = load_run(storage, run)
-    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    attempts = list_committed(storage, run)
     results, warnings = _load_results(storage, run, entries, attempts)
     repeats = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
     check = load_check(storage, run)
@@ -175,7 +152,7 @@ def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_mode
     picked, unjudged = best_choice(entries, best)
     n = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
     how = BestOfN(n=n, judge_model=judge_model, against=against, chosen={e.sample.task_id: e.sample.repeat for e in picked})
-    attempts = committed_attempts(list(storage.list(layout.samples(run))), run)
+    attempts = list_committed(storage, run)
     results, warnings = _load_results(storage, run, picked, attempts)
     warnings += [f"{task}: no repeat was judged; its first repeat stands in" for task in unjudged]
     builder = _Builder(storage, record, results, attempts, datetime.now(UTC).isoformat(timespec="seconds"), load_check(storage, run))
@@ -184,11 +161,11 @@ def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_mode
     return info
 
 
-def _committed(entries: list[ManifestEntry], attempts: dict[str, Committed]) -> dict[str, int | None]:
+def _committed(entries: list[ManifestEntry], attempts: dict[str, CommittedAttempt]) -> dict[str, int | None]:
     return {e.sample.sample_id: a.attempt if (a := attempts.get(e.sample.sample_id)) else None for e in entries}
 
 
-def _load_results(storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, Committed]) -> tuple[dict[str, SampleResult], list[str]]:
+def _load_results(storage: Storage, run: str, entries: list[ManifestEntry], attempts: dict[str, CommittedAttempt]) -> tuple[dict[str, SampleResult], list[str]]:
     """Each sample's committed result, limited to the deliverables really present in storage."""
     results: dict[str, SampleResult] = {}
     warnings: list[str] = []
@@ -219,7 +196,7 @@ class _Builder:
         storage: Storage,
         record: RunRecord,
         results: dict[str, SampleResult],
-        attempts: dict[str, Committed],
+        attempts: dict[str, CommittedAttempt],
         created: str,
         check: CheckResults | None,
     ):
