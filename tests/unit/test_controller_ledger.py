@@ -5,10 +5,10 @@ from __future__ import annotations
 from gdpval.controller.pure.ledger import (
     ARCHIVE_BATCH,
     SEGMENTS_KEY,
-    Committed,
     Entry,
     Ledger,
     Outcome,
+    ResultSummary,
     decode,
     decode_segment,
     encode_cluster,
@@ -20,8 +20,8 @@ from gdpval.controller.pure.ledger import (
 )
 
 LONG_REASON = "agent-OOMKilled-exit137-" + "x" * 64  # cut to 64 characters, the longest a reason gets
-OK = Committed(succeeded=True, input_tokens=123_456, output_tokens=65_432, api_errors=3)
-BAD = Committed(succeeded=False, reason=LONG_REASON, input_tokens=99_999)
+OK = ResultSummary(succeeded=True, input_tokens=123_456, output_tokens=65_432, api_errors=3)
+BAD = ResultSummary(succeeded=False, reason=LONG_REASON, input_tokens=99_999)
 
 
 def wire_size(data: dict[str, str]) -> int:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide, needed_probes
-from gdpval.controller.pure.ledger import Committed, Entry, Outcome
+from gdpval.controller.pure.ledger import Entry, Outcome, ResultSummary
 from gdpval.controller.pure.observe import JobView, PodView, iso
 from gdpval.controller.pure.policy import MAX_CREATES_PER_PASS, MAX_RECREATIONS
 from gdpval.controller.types import Blocker, Observed, Probe, Submission
@@ -39,8 +39,8 @@ def job(component, succeeded=False, failed=False, active=0) -> JobView:
     return JobView(f"run-{component}", component, active, succeeded, failed, "BackoffLimitExceeded" if failed else "", NOW)
 
 
-OK = Committed(succeeded=True, input_tokens=10, output_tokens=5, api_errors=1)
-BAD = Committed(succeeded=False, reason="max_steps")
+OK = ResultSummary(succeeded=True, input_tokens=10, output_tokens=5, api_errors=1)
+BAD = ResultSummary(succeeded=False, reason="max_steps")
 
 
 def test_prepare_job_first_then_waits():
@@ -368,7 +368,7 @@ class World:
         self.rng = rng
         self.pods: dict[str, PodView] = {}
         self.ledger: dict = {}
-        self.results: dict[tuple[str, int], Committed] = {}
+        self.results: dict[tuple[str, int], ResultSummary] = {}
         self.files: set[tuple[str, int]] = set()
         self.commits: dict[str, list[int]] = {}
         self.now = NOW
@@ -550,7 +550,7 @@ def test_rate_limited_attempts_narrow_the_window_and_clean_ones_widen_it_again()
     wide = spec(parallelism=4)
     ledger = {s: Entry(1, Outcome.running) for s in SAMPLES[:4]}
     running = tuple(pod(s) for s in SAMPLES[1:4])
-    limited = Committed(succeeded=True, rate_limited=3)
+    limited = ResultSummary(succeeded=True, rate_limited=3)
     o = obs(spec=wide, ledger=ledger, pods=(pod("t0-r0", phase="Succeeded"), *running), probes={("t0-r0", 1): Probe(committed=limited)})
     narrowed = decide(o)
     assert narrowed.window == 3 and narrowed.create_pods == []  # 3 still run: the freed slot stays shut
@@ -568,7 +568,7 @@ def test_rate_limits_cut_the_window_once_per_round_of_pods():
     from gdpval.controller.pure.status import build_status
 
     wide = spec(parallelism=4)
-    limited = Committed(succeeded=True, rate_limited=2)
+    limited = ResultSummary(succeeded=True, rate_limited=2)
     first_wave = NOW - 60
     ledger = {s: Entry(1, Outcome.running) for s in SAMPLES[:4]}
     running = tuple(pod(s, created=first_wave) for s in SAMPLES[1:4])

@@ -32,8 +32,8 @@ def test_recreations_round_trip_and_old_entries_still_decode():
 
 
 def test_finish_accumulates_tokens_over_attempts():
-    e = lg.first_attempt().finish(10, lg.Committed(False, "max_steps", 3, 4, 1))
-    e = e.start(2).finish(20, lg.Committed(True, "", 10, 20, 0))
+    e = lg.first_attempt().finish(10, lg.ResultSummary(False, "max_steps", 3, 4, 1))
+    e = e.start(2).finish(20, lg.ResultSummary(True, "", 10, 20, 0))
     assert (e.outcome, e.attempt, e.input_tokens, e.output_tokens, e.api_errors, e.pods, e.reason) == (lg.Outcome.succeeded, 2, 13, 24, 1, 2, "")
 
 
@@ -44,7 +44,7 @@ def test_rebuild_from_s3_keys():
         "runs/r/samples/b-r0/attempt-2/transcript.jsonl",
         "runs/r/samples/c-r0/attempt-1/deliverable_files/x.txt",
     ]
-    results = {("a-r0", 1): lg.Committed(True, "", 1, 2), ("b-r0", 1): lg.Committed(False, "max_steps")}
+    results = {("a-r0", 1): lg.ResultSummary(True, "", 1, 2), ("b-r0", 1): lg.ResultSummary(False, "max_steps")}
     ledger = lg.rebuild(progress_from_keys(keys), results, NOW)
     assert ledger["a-r0"].outcome == lg.Outcome.succeeded and ledger["a-r0"].input_tokens == 1
     assert ledger["b-r0"].attempt == 2 and ledger["b-r0"].outcome == lg.Outcome.running and ledger["b-r0"].pods == 2

@@ -273,7 +273,7 @@ def test_kueue_workload_status(message, evicted):
 @given(reason=WITH_LONE, raw=TEXT)
 @example(reason="model said \u2028 \x00 \ud800", raw="two words\u2028and a line\nbreak")
 def test_ledger_configmap(reason, raw):
-    finished = ledger.first_attempt().finish(5.0, ledger.Committed(succeeded=False, reason=reason, input_tokens=3))
+    finished = ledger.first_attempt().finish(5.0, ledger.ResultSummary(succeeded=False, reason=reason, input_tokens=3))
     kept = ledger.Entry(attempt=2, outcome=ledger.Outcome.lost, reason=raw)
     configmap = m.ledger_configmap(context(), ledger.encode({"sample-a-r0": finished, "sample-b-r0": kept}))
     back = ledger.decode(kube_wire(configmap)["data"])
@@ -286,7 +286,7 @@ def test_ledger_configmap(reason, raw):
 @example(sample="Ünïcode task \u2028 #1/r0", reason="model said \u2028 \x00 \ud800")
 def test_ledger_archive_segment(sample, reason):
     """A segment of ended entries, as written to the run's folder (UTF-8 JSON; sample ids are any text there)."""
-    ended = ledger.first_attempt().finish(5.0, ledger.Committed(succeeded=False, reason=reason, output_tokens=7))
+    ended = ledger.first_attempt().finish(5.0, ledger.ResultSummary(succeeded=False, reason=reason, output_tokens=7))
     text = ledger.encode_segment({sample: ended, "plain-r0": ledger.first_attempt().finish(6.0, None)})
     back = ledger.decode_segment(text.encode("utf-8").decode("utf-8"))
     assert back[sample] == ended and back["plain-r0"].outcome == ledger.Outcome.lost

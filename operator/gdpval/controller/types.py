@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from gdpval.controller.pure.api import MAX_SECTORS, OTHER_SECTOR, GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate, SectorCounts
-from gdpval.controller.pure.ledger import Committed, Ledger
+from gdpval.controller.pure.ledger import Ledger, ResultSummary
 from gdpval.controller.pure.observe import JobView, PodView
 from gdpval.controller.pure.queue import Queueing, WorkloadView
 from gdpval.sample import Tally as RunTally
@@ -25,7 +25,7 @@ QUEUE_POLL_SECONDS = 5.0  # a queued run reads its Workload this often (no watch
 class Probe:
     """What S3 and a direct GET say about one attempt whose pod ended or vanished."""
 
-    committed: Committed | None = None
+    committed: ResultSummary | None = None
     has_files: bool = False
     pod_exists: bool = False
 

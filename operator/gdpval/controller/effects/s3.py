@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from gdpval.controller.pure.api import JudgeEstimate, OutputSpec
 from gdpval.controller.pure.judging import pairwise_estimate
-from gdpval.controller.pure.ledger import Committed, Ledger, decode_segment, encode_segment, rebuild
+from gdpval.controller.pure.ledger import Ledger, ResultSummary, decode_segment, encode_segment, rebuild
 from gdpval.controller.types import Probe, Submission
 from gdpval.judge import LABEL, load_results
 from gdpval.judge.store import GOLD, load_pair_results
@@ -40,12 +40,12 @@ def load_samples(storage: Storage, run: str) -> tuple[tuple[str, ...], dict[str,
     return tuple(e.sample.sample_id for e in entries), {e.sample.sample_id: e.task.sector for e in entries}, record.dataset.revision
 
 
-def read_committed(storage: Storage, run: str, sample: str, attempt: int) -> Committed | None:
+def read_committed(storage: Storage, run: str, sample: str, attempt: int) -> ResultSummary | None:
     try:
         text = storage.get_text(layout.result(run, sample, attempt))
     except NotFound:
         return None
-    return Committed.of(SampleResult.model_validate_json(text))
+    return ResultSummary.of(SampleResult.model_validate_json(text))
 
 
 def probe(storage: Storage, run: str, sample: str, attempt: int, pod_exists: bool) -> Probe:

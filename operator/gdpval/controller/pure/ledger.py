@@ -42,7 +42,7 @@ MODEL_UNAVAILABLE = "ModelUnavailable"  # the reason of a held attempt (kept whi
 
 
 @dataclass(frozen=True)
-class Committed:
+class ResultSummary:
     """What the operator needs from a result.json."""
 
     succeeded: bool
@@ -53,7 +53,7 @@ class Committed:
     rate_limited: int = 0
 
     @classmethod
-    def of(cls, result: SampleResult) -> Committed:
+    def of(cls, result: SampleResult) -> ResultSummary:
         return cls(
             succeeded=result.status == SampleStatus.succeeded,
             reason=str(result.error_kind or ""),
@@ -114,7 +114,7 @@ class Entry:
         """Another pod for the same attempt: the last one left nothing behind."""
         return replace(self, pods=self.pods + 1, recreated=self.recreated + 1)
 
-    def finish(self, now: float, committed: Committed | None, reason: str = "") -> Entry:
+    def finish(self, now: float, committed: ResultSummary | None, reason: str = "") -> Entry:
         if committed is None:
             return replace(self, outcome=Outcome.lost, ended=int(now), reason=clean_reason(reason or "NoResult"))
         return replace(
@@ -210,7 +210,7 @@ def encode(ledger: Mapping[str, Entry]) -> dict[str, str]:
     return {k: ledger[k].encode() for k in sorted(ledger)}
 
 
-def rebuild(progress: Mapping[str, SampleProgress], results: Mapping[tuple[str, int], Committed], now: float) -> Ledger:
+def rebuild(progress: Mapping[str, SampleProgress], results: Mapping[tuple[str, int], ResultSummary], now: float) -> Ledger:
     """A ledger from S3 alone (when the ConfigMap is gone): attempt folders and committed results.
 
     An unfinished last attempt is marked in flight, so the usual lost-pod check decides it.
