@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from gdpval.agent.breaker import Admission, Breaker, BreakerPolicy
-from gdpval.agent.budget import Spend, run_limit_reached, sample_limit_reached, usage_of
 from gdpval.agent.governor import CallRefused, Governor, Meter
 from gdpval.agent.limiter import Limiter, Signal, duration_s, signal_of
 from gdpval.agent.loop import classify
+from gdpval.budget import Spend, run_limit_reached, sample_limit_reached, usage_of
 from gdpval.sample import ErrorKind, Usage
 from gdpval.settings import BudgetSettings, PriceSettings, RunSettings
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2] / "operator"
 LAYERS = (
     ("gdpval", "gdpval.errors", "gdpval.settings", "gdpval.contract"),
     ("gdpval.sample", "gdpval.storage"),
-    ("gdpval.dataset",),
+    ("gdpval.dataset", "gdpval.budget"),
     ("gdpval.manifest",),
     ("gdpval.records",),
     ("gdpval.sandbox", "gdpval.submission"),
@@ -133,6 +133,26 @@ def controller_violations(graph: dict[str, set[str]]) -> list[str]:
     for adapter in ADAPTERS:
         found += [f"{adapter} reaches {name} (an adapter depends on the decision)" for name in sorted(_reach(graph, adapter)) if _within(name, DECISION)]
     return found
+
+
+def test_the_controller_imports_nothing_of_the_agent():
+    """The operator decides with the run's settings and the budget's arithmetic (gdpval.budget), never with the agent's loop."""
+    assert controller_agent_imports(GRAPH) == []
+
+
+def test_the_controller_agent_rule_can_fail():
+    bad = {**GRAPH, f"{DECISION}.samples": GRAPH[f"{DECISION}.samples"] | {"gdpval.agent.governor"}}
+    assert controller_agent_imports(bad) == [f"{DECISION}.samples -> gdpval.agent.governor"]
+
+
+def controller_agent_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{m} -> {name}"
+        for m, imported in sorted(graph.items())
+        if _within(m, "gdpval.controller")
+        for name in sorted(imported)
+        if _within(name, "gdpval.agent")
+    ]
 
 
 def test_the_controller_keeps_pure_and_effects_apart():

@@ -20,8 +20,8 @@ import httpx2
 import openai
 
 from gdpval.agent.breaker import Admission, Breaker, BreakerPolicy
-from gdpval.agent.budget import Spend, run_limit_reached, sample_limit_reached, usage_of
 from gdpval.agent.limiter import Limiter, Signal, signal_of
+from gdpval.budget import Spend, run_limit_reached, sample_limit_reached, usage_of
 from gdpval.sample import OUTAGE_KINDS, ErrorKind, Usage
 from gdpval.settings import BudgetSettings
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import openai
 
-from gdpval.agent.budget import Spend
 from gdpval.agent.client import connection_pool, governed
 from gdpval.agent.governor import Governor, Meter
+from gdpval.budget import Spend
 from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from gdpval.agent.budget import Spend, run_limit_reached
+from gdpval.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.decide.outage import open_since, outage_step

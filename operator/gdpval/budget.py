@@ -1,5 +1,7 @@
 """Spending: what a model answer cost, and whether the run or a sample may make another call. Pure.
 
+Below both the agent (which counts its calls) and the controller (which stops a GdpvalRun).
+
 Tokens count input plus output; money needs the run's prices (`budget.prices`). A limit is reached
 when the spend is at or above it: the call that crossed it was already paid for, so a run stops
 within the calls in flight of its limit, well within one sample's spend.
