@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.sandbox.client import SandboxClient  # noqa: E402
 from gdpval.sandbox.limits import Limits  # noqa: E402
-from gdpval.sandbox.limits import check as check_limits  # noqa: E402
+from gdpval.sandbox.limits.report import check as check_limits  # noqa: E402
 from gdpval.sandbox.local import LocalSandbox  # noqa: E402
 from gdpval.sandbox.runtime import BUILD_IT, Runtime, current  # noqa: E402
 from support.cli import gdpval, run_args  # noqa: E402

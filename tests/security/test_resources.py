@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gdpval.sandbox import limits
+from gdpval.sandbox.limits import disk
 from support.attacks import NOBODY
 
 USERS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nonroot"])
@@ -141,27 +142,27 @@ def test_sparse_deliverables_count_whole_against_the_total_cap(run_script, uid: 
 
 def test_a_killed_runners_workspace_disk_is_swept(tmp_path: Path) -> None:
     """A runner killed before it unmounted leaves its loop mount; the next runner's first disk removes it."""
-    assert limits.loop_disk_support() == "", "this suite runs as root, where the workspace disk is a loop mount"
+    assert disk.loop_disk_support() == "", "this suite runs as root, where the workspace disk is a loop mount"
     runtime = Path(tempfile.mkdtemp(prefix=limits.RUNTIME_PREFIX))
     mountpoint = tmp_path / "wörk\tspace\u2028\\040 \udcff"  # mountinfo escapes the tab, space and backslash; the rest is raw bytes
     mountpoint.mkdir()
-    limits.LoopDisk(runtime / limits.IMAGE_FILE, mountpoint, 64 * 1024 * 1024)
+    disk.LoopDisk(runtime / limits.IMAGE_FILE, mountpoint, 64 * 1024 * 1024)
     dead = subprocess.Popen(["true"])
     dead.wait()
     (runtime / limits.OWNER_FILE).write_text(str(dead.pid))
     assert os.path.ismount(mountpoint)
-    limits.sweep_orphan_disks.cache_clear()
-    limits.sweep_orphan_disks()
+    disk.sweep_orphan_disks.cache_clear()
+    disk.sweep_orphan_disks()
     assert not os.path.ismount(mountpoint) and not runtime.exists()
 
 
 def test_a_killed_runners_file_system_template_is_swept() -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = Path(tempfile.mkdtemp(prefix=limits.TEMPLATE_PREFIX))
+    stale = Path(tempfile.mkdtemp(prefix=disk.TEMPLATE_PREFIX))
     (stale / limits.OWNER_FILE).write_text(str(dead.pid))
-    limits._template.cache_clear()
-    fresh = limits._template(64 * 1024 * 1024)
+    disk._template.cache_clear()
+    fresh = disk._template(64 * 1024 * 1024)
     assert not stale.exists() and (fresh.parent / limits.OWNER_FILE).read_text() == str(os.getpid())
 
 

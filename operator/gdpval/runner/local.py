@@ -29,7 +29,7 @@ from gdpval.runner.attempt import Attempt, AttemptCancelled, AttemptRedo, Sandbo
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.limits import Limits
-from gdpval.sandbox.limits import check as check_limits
+from gdpval.sandbox.limits.report import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status, network_status
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
 from gdpval.settings import PriceSettings

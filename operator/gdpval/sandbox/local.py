@@ -65,25 +65,10 @@ from gdpval import contract
 from gdpval.errors import GdpvalError
 from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
-from gdpval.sandbox.limits import (
-    CLONE_NEWNS,
-    IMAGE_FILE,
-    MS_BIND,
-    MS_PRIVATE,
-    MS_REC,
-    OWNER_FILE,
-    RUNTIME_PREFIX,
-    Limits,
-    LoopDisk,
-    MemoryFilesystems,
-    SampleCgroup,
-    cgroup_support,
-    libc,
-    loop_disk_support,
-    memory_workspace,
-    remove_orphans,
-)
+from gdpval.sandbox.limits import CLONE_NEWNS, IMAGE_FILE, MS_BIND, MS_PRIVATE, MS_REC, OWNER_FILE, RUNTIME_PREFIX, Limits, MemoryFilesystems, libc
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
+from gdpval.sandbox.limits.cgroups import SampleCgroup, cgroup_support
+from gdpval.sandbox.limits.disk import LoopDisk, loop_disk_support, memory_workspace, remove_orphans
 from gdpval.sandbox.runtime import Runtime, root_binds
 
 Isolation = Literal["auto", "bwrap", "none"]
