@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.sandbox import LocalSandbox, local
+from gdpval.sandbox import LocalSandbox, view
+from gdpval.sandbox.launch import DEFAULT_OWNER, OWNER_ENV, SandboxOwnerError, bwrap_status
 from gdpval.sandbox.limits import OWNER_FILE
-from gdpval.sandbox.local import DEFAULT_OWNER, OWNER_ENV, SandboxOwnerError, bwrap_status
 from support.attacks import READ_ROOT_ONLY, assert_root_only_files_refused
 
 
@@ -90,17 +90,18 @@ def test_a_root_only_reference_is_readable_inside_and_copied_nowhere_on_the_host
     with LocalSandbox(folder / "wörk\u2028space", references, isolation="bwrap") as box:
         out = bash(box, "cat /reference_files/ab12/*; echo; echo more >> /reference_files/ab12/private.txt; echo append=$?")
         assert out.startswith(f"text of {private.name}text of {shared.name}") and "append=1" in out, out
-        assert box._view is not None and {path.name for path in box._view.iterdir()} == {OWNER_FILE, "workspace"}
+        assert box._view is not None and {path.name for path in box._view.path.iterdir()} == {OWNER_FILE, "workspace"}
     assert private.read_text() == f"text of {private.name}" and private.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_killed_runners_view_is_removed(tmp_path: Path, owner_env) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    orphan = Path(tempfile.mkdtemp(prefix=local.VIEW_PREFIX, dir=local.VIEW_BASE))
+    orphan = Path(tempfile.mkdtemp(prefix=view.VIEW_PREFIX, dir=view.VIEW_BASE))
     (orphan / OWNER_FILE).write_text(str(dead.pid))
-    local._remove_orphan_views.cache_clear()
+    view.remove_orphan_views.cache_clear()
     with LocalSandbox(tmp_path / "workspace", {}, isolation="bwrap") as box:
-        view = box._view
-        assert not orphan.exists() and view is not None and view.exists()
-    assert not view.exists()
+        assert box._view is not None
+        folder = box._view.path
+        assert not orphan.exists() and folder.exists()
+    assert not folder.exists()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gdpval.sandbox.client import SandboxClient
-from gdpval.sandbox.local import TOOLSERVER
+from gdpval.sandbox.files import TOOLSERVER
 from support.attacks import server_attack
 from support.processes import free_port
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from gdpval.sandbox.local import DEFAULT_OWNER, OWNER_ENV, SETPRIV, SandboxOwnerError, _dropping, parse_owner, sandbox_owner
+from gdpval.sandbox.launch import DEFAULT_OWNER, OWNER_ENV, SETPRIV, SandboxOwnerError, dropping, parse_owner, sandbox_owner
 
 
 @pytest.mark.parametrize(("text", "owner"), [("65533", (65533, 65533)), ("64123:64124", (64123, 64124)), (" 70000 ", (70000, 70000))])
@@ -32,5 +32,5 @@ def test_only_a_root_runner_drops(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_only_an_owner_is_dropped_to() -> None:
-    assert _dropping(["/usr/bin/bwrap", "x"], None) == ["/usr/bin/bwrap", "x"]
-    assert _dropping(["/usr/bin/bwrap", "x"], (64123, 64124)) == [SETPRIV, "--reuid=64123", "--regid=64124", "--clear-groups", "--", "/usr/bin/bwrap", "x"]
+    assert dropping(["/usr/bin/bwrap", "x"], None) == ["/usr/bin/bwrap", "x"]
+    assert dropping(["/usr/bin/bwrap", "x"], (64123, 64124)) == [SETPRIV, "--reuid=64123", "--regid=64124", "--clear-groups", "--", "/usr/bin/bwrap", "x"]

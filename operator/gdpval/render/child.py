@@ -43,8 +43,10 @@ from gdpval.render.limits import MIB, RenderLimits
 from gdpval.render.view import Facts, View, bounded
 from gdpval.sandbox import runtime
 from gdpval.sandbox.client import SandboxClient, SandboxError, SandboxUnavailable
+from gdpval.sandbox.launch import bwrap_status, sandbox_owner
 from gdpval.sandbox.limits import Limits
-from gdpval.sandbox.local import VIEW_BASE, LocalSandbox, bwrap_status, sandbox_owner
+from gdpval.sandbox.local import LocalSandbox
+from gdpval.sandbox.view import VIEW_BASE
 
 log = logging.getLogger(__name__)
 

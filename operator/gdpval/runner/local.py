@@ -28,9 +28,10 @@ from gdpval.manifest import ManifestEntry, RunRecord
 from gdpval.runner.attempt import Attempt, AttemptCancelled, AttemptRedo, SandboxView, commit, failed_result, missing_references, run_attempt
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
+from gdpval.sandbox.launch import bwrap_status, network_status
 from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits.report import check as check_limits
-from gdpval.sandbox.local import Isolation, LocalSandbox, bwrap_status, network_status
+from gdpval.sandbox.local import Isolation, LocalSandbox
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
 from gdpval.settings import PriceSettings
 from gdpval.storage import Storage, layout

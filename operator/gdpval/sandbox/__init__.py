@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from gdpval.sandbox.client import (
         ToolOutput as ToolOutput,
     )
+    from gdpval.sandbox.launch import bwrap_status as bwrap_status
     from gdpval.sandbox.local import LocalSandbox as LocalSandbox
-    from gdpval.sandbox.local import bwrap_status as bwrap_status
 
 _HOMES = {
     "LocalSandbox": "gdpval.sandbox.local",
@@ -32,7 +32,7 @@ _HOMES = {
     "SandboxError": "gdpval.sandbox.client",
     "SandboxUnavailable": "gdpval.sandbox.client",
     "ToolOutput": "gdpval.sandbox.client",
-    "bwrap_status": "gdpval.sandbox.local",
+    "bwrap_status": "gdpval.sandbox.launch",
 }
 __all__ = list(_HOMES)
 

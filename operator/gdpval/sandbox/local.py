@@ -16,31 +16,15 @@ The tool server always listens on a unix socket that this process creates in a p
 the network namespace cut, no port has to be picked, other sandboxes cannot reach it, and the
 socket has no path inside the sandbox for the model to delete.
 
-As root, bubblewrap's user namespace would map the sandbox's uid to host root: all capabilities
-are dropped, but plain file permissions would let a command read root-only files such as
-/etc/shadow. So a root runner's sandboxes run as an unprivileged host uid and gid instead
-(GDPVAL_SANDBOX_UID, `uid` or `uid:gid`, default 65533): the sample's cgroup is joined as root, then
-setpriv drops to that uid and execs bubblewrap; the workspace is made theirs, and the folders bubblewrap
-binds are reached through a view (see _spawn_in_view), since that uid cannot walk root's private
-folders. A non-root runner's sandboxes run as its own uid. Files (references, the tool server) are
-copied in from descriptors this process opened, not bound: see LocalSandbox._staged.
-
-With the network on, the sandbox still has its own network namespace: pasta (Debian package passt)
-creates it, gives it a copy of the host's IPv4 address and routes, and carries its connections out
-through sockets of its own on the host, as user-mode NAT. Nothing of the host's network namespace is
-in reach: its 127.0.0.1 and abstract unix sockets stay the host's (pasta's mapping of the gateway to
-the host's loopback and its port forwards are off), and link-local addresses (cloud metadata
-services) are unreachable. IPv6 is not offered: its link-local and metadata ranges would need more.
-
-bubblewrap's --die-with-parent fires when the *thread* that forked it exits, so every server is
-forked by one spawner thread that lives as long as the process: sandboxes can be started from
-short-lived threads and still die with the runner.
+A root runner's sandboxes drop to an unprivileged uid and reach their folders through a view, and
+with the network on they get pasta's user-mode NAT (gdpval.sandbox.launch, gdpval.sandbox.view); files
+(references, the tool server) are copied in from descriptors this process opened, not bound
+(gdpval.sandbox.files); the sample's cgroup and disk are held from start to stop
+(gdpval.sandbox.limits.held); its processes are found and killed by a marker (gdpval.sandbox.process).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -54,285 +38,28 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 from gdpval import contract
-from gdpval.errors import GdpvalError
 from gdpval.sandbox import seccomp
 from gdpval.sandbox.client import SandboxClient, SandboxUnavailable
-from gdpval.sandbox.limits import CLONE_NEWNS, IMAGE_FILE, MS_BIND, MS_PRIVATE, MS_REC, OWNER_FILE, RUNTIME_PREFIX, Limits, MemoryFilesystems, libc
+from gdpval.sandbox.files import STAGED_FD, TOOLSERVER, checked_references, staged
+from gdpval.sandbox.launch import BWRAP, CLEAN_PATH, bwrap_status, dropping, namespace_args, network_status, networked, pipe_holding, sandbox_owner
+from gdpval.sandbox.limits import IMAGE_FILE, RUNTIME_PREFIX, Limits
 from gdpval.sandbox.limits import PREFIX as CGROUP_PREFIX
-from gdpval.sandbox.limits.cgroups import SampleCgroup, cgroup_support
-from gdpval.sandbox.limits.disk import LoopDisk, loop_disk_support, memory_workspace, remove_orphans
-from gdpval.sandbox.runtime import Runtime, root_binds
+from gdpval.sandbox.limits.disk import memory_workspace
+from gdpval.sandbox.limits.held import HeldLimits
+from gdpval.sandbox.process import MARKER_ENV, STOP_GRACE_S, kill_marked, server_pid, signal_group
+from gdpval.sandbox.runtime import Runtime
+from gdpval.sandbox.view import View, spawn_in_view, spawner
 
 Isolation = Literal["auto", "bwrap", "none"]
 
 log = logging.getLogger(__name__)
 
-BWRAP = "/usr/bin/bwrap"
-TOOLSERVER = Path(__file__).with_name("toolserver.py")
-SETPRIV = "/usr/bin/setpriv"
-PASTA = "/usr/bin/pasta"
-IP = "/usr/sbin/ip"
-CLOSED_RANGES = ("169.254.0.0/16",)  # link-local: cloud metadata services; the host's loopback is never routed to
-CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-MARKER_ENV = "GDPVAL_SANDBOX_ID"
 READY_TIMEOUT_S = 20.0
-STOP_GRACE_S = 3.0
-SANDBOX_UID = 1000  # who commands run as inside; on the host, the runner's uid, or a root runner's sandbox owner
-OWNER_ENV = "GDPVAL_SANDBOX_UID"
-DEFAULT_OWNER = 65533  # Debian reserves 65000-65533 and systemd allocates none of 65520-65533: no account has it
-VIEW_PREFIX = "gdpval-view-"
-STAGED_FD = "staged-"  # descriptors of the files bubblewrap copies in (see LocalSandbox._staged)
-MS_RDONLY = 1
-VIEW_BASE = "/tmp"  # not TMPDIR: the view's own path must be walkable by the dropped uid
-
-
-class SandboxOwnerError(GdpvalError):
-    """GDPVAL_SANDBOX_UID does not name an unprivileged uid (and gid)."""
-
-
-def parse_owner(text: str) -> tuple[int, int]:
-    """The host uid and gid `uid` or `uid:gid` names; root and the kernel's reserved -1 and -2 are refused."""
-    parts = text.strip().split(":")
-    ids = [int(part) for part in parts if part.isdigit()]
-    if len(ids) != len(parts) or len(ids) not in (1, 2) or not all(0 < i < 2**32 - 2 for i in ids):
-        raise SandboxOwnerError(f"{OWNER_ENV}={text!r}: give `uid` or `uid:gid` of an unprivileged, unused account (default {DEFAULT_OWNER})")
-    return ids[0], ids[-1]
-
-
-def sandbox_owner() -> tuple[int, int] | None:
-    """The host uid and gid a root runner's sandboxes drop to; None for a non-root runner (its own uid is unprivileged)."""
-    if os.geteuid() != 0:
-        return None
-    return parse_owner(os.environ.get(OWNER_ENV) or str(DEFAULT_OWNER))
-
-
-def _dropping(argv: list[str], owner: tuple[int, int] | None) -> list[str]:
-    """`argv` run as `owner` (uid, gid, no supplementary groups) when given: setpriv is run by root, not setuid."""
-    if owner is None:
-        return argv
-    uid, gid = owner
-    return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
-
-
-def _namespace_args(network: bool, seccomp_fd: int | None, sizes: MemoryFilesystems | None, system: Runtime, root: str | None = None) -> list[str]:
-    """Namespaces and privileges: a user namespace whose one uid maps to the uid bubblewrap runs as
-    (the runner's, or a root runner's sandbox owner), so the sandbox holds no capability on the host; no capability inside it
-    either, no further user namespaces, the seccomp filter read from `seccomp_fd`, and a /tmp and
-    /dev/shm of `sizes`. The server is PID 1 of the pid namespace, which its commands cannot
-    kill (see toolserver.py). Without a filter (benchmarks only) none of that hardening is applied. The system
-    folders come read-only from `system` (the host's, or an unpacked image's, found at `root` if given)."""
-    args = ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--die-with-parent"]
-    if seccomp_fd is not None:
-        args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns", "--cap-drop", "ALL"]
-        args += ["--unshare-cgroup", "--seccomp", str(seccomp_fd)]
-    if not network:
-        args.append("--unshare-net")
-    tmp, shm = (["--size", str(size)] for size in (sizes.tmp, sizes.shm)) if sizes is not None else ([], [])
-    return args + root_binds(system, root) + ["--proc", "/proc", "--dev", "/dev", *tmp, "--tmpfs", "/tmp", *shm, "--tmpfs", "/dev/shm"]
-
-
-def _networked(argv: list[str]) -> list[str]:
-    """`argv` in a network namespace of its own behind pasta's user-mode NAT (IPv4 only), with the
-    link-local range unreachable: pasta's user namespace lets the route be set before `argv` runs."""
-    pasta = [PASTA, "--config-net", "--foreground", "--quiet", "--ipv4-only", "--no-map-gw"]
-    pasta += ["--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none"]
-    routes = " && ".join(f"{IP} route add unreachable {cidr}" for cidr in CLOSED_RANGES)
-    return [*pasta, "--", "/bin/sh", "-c", f'{routes} && exec "$@"', "sh", *argv]
-
-
-@functools.cache
-def network_status() -> tuple[bool, str]:
-    """Whether a sandbox can have the network in a namespace of its own here (a trial runs `true`), and why not."""
-    for path, package in ((PASTA, "passt"), (IP, "iproute2")):
-        if not os.access(path, os.X_OK):
-            return False, f"{path} not found (Debian package: {package})"
-    argv = _dropping(_networked(["/usr/bin/true"]), sandbox_owner())
-    try:
-        proc = subprocess.Popen(
-            argv, env={"PATH": CLEAN_PATH}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-        )
-    except OSError as exc:
-        return False, f"trial pasta namespace failed: {exc}"
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=15)
-    _signal_group(proc.pid, signal.SIGKILL)  # a pasta that failed leaves a forked helper behind, holding stderr
-    assert proc.stderr is not None
-    with proc.stderr:
-        stderr = proc.stderr.read().decode(errors="replace")
-    if proc.wait() != 0:
-        said = " ".join(line for line in stderr.splitlines() if "syslog" not in line).strip()
-        hint = " (/dev/net/tun must be usable by every user, mode 0666 as Debian's udev sets it)" if "tun" in said else ""
-        return False, f"trial pasta namespace failed: {said or proc.returncode}{hint}"
-    return True, "pasta works"
-
-
-def _pipe_holding(data: bytes) -> int:
-    """A pipe's read end holding `data` then end of file (a few hundred bytes: within a pipe's buffer)."""
-    read_end, write_end = os.pipe()
-    try:
-        os.write(write_end, data)
-    finally:
-        os.close(write_end)
-    return read_end
-
-
-@functools.cache
-def bwrap_status() -> tuple[bool, str]:
-    """Whether bubblewrap really works here (a trial sandbox runs `true`), and why not."""
-    if not os.access(BWRAP, os.X_OK):
-        return False, f"{BWRAP} not found (Debian package: bubblewrap)"
-    if os.geteuid() == 0 and not os.access(SETPRIV, os.X_OK):
-        return False, f"{SETPRIV} not found (Debian package: util-linux), needed to drop root for sandboxes"
-    try:
-        filter_fd = _pipe_holding(seccomp.build())
-    except ValueError as exc:
-        return False, str(exc)
-    sizes = Limits.of().filesystems(workspace_in_memory=False)
-    argv = [BWRAP, *_namespace_args(False, filter_fd, sizes, Runtime()), "--remount-ro", "/", "--", "/usr/bin/true"]
-    argv = _dropping(argv, sandbox_owner())
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, env={"PATH": CLEAN_PATH}, pass_fds=(filter_fd,))
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"trial bubblewrap sandbox failed: {exc}"
-    finally:
-        os.close(filter_fd)
-    if proc.returncode != 0:
-        return False, f"trial bubblewrap sandbox failed: {proc.stderr.strip() or proc.returncode}"
-    return True, "bubblewrap works"
-
-
-def _check_dataset_path(dataset_path: str) -> None:
-    parts = dataset_path.split("/")
-    if len(parts) < 3 or parts[0] != "reference_files" or "\x00" in dataset_path or any(part in ("", ".", "..") for part in parts):
-        raise ValueError(f"reference path {dataset_path!r} is not reference_files/<hash>/<name>")
-
-
-def _checked_references(references: dict[str, Path]) -> dict[str, Path]:
-    """Fail before starting if a reference file is missing: never a silent skip."""
-    checked: dict[str, Path] = {}
-    for dataset_path, host in references.items():
-        _check_dataset_path(dataset_path)
-        host = Path(host).absolute()
-        if not host.is_file():
-            raise FileNotFoundError(f"reference file {dataset_path} is missing (expected at {host})")
-        checked[dataset_path] = host
-    return checked
-
-
-@functools.cache
-def _spawner() -> ThreadPoolExecutor:
-    """The one long-lived thread that forks sandboxes (see the module docstring)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdpval-sandbox-spawner")
-
-
-_host_mounts: list[int] = []  # the spawner thread's descriptor of the host's mount namespace, once it left it
-
-
-def _check(result: int, call: str) -> None:
-    if result != 0:
-        raise OSError(ctypes.get_errno(), f"{call}: {os.strerror(ctypes.get_errno())}")
-
-
-def _layer(source: str, place: str, empty: str) -> bool:
-    """Mount `source` read-only on `place` as an overlay over an `empty` folder, naming both layers by
-    descriptor: a bind's mount root in /proc/self/mountinfo is its path in its file system (the runtime's
-    folder under the home's cache), an overlay's is `/` with the layers as given here. False where this
-    kernel or file system refuses the overlay (the caller binds instead)."""
-    fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for path in (source, empty)]
-    try:
-        options = "lowerdir=" + ":".join(f"/proc/self/fd/{fd}" for fd in fds)
-        return libc().mount(b"gdpval-runtime", os.fsencode(place), b"overlay", MS_RDONLY, options.encode()) == 0
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _spawn_in_view(binds: list[tuple[str, str, str | None]], popen: Callable[[], subprocess.Popen]) -> subprocess.Popen:
-    """In the spawner thread: start `popen` in a private copy of the host's mount namespace where each
-    source is bound on its place in the view (or layered over the empty folder given, see _layer); the thread
-    then returns to the host's namespace, and the copy lives as long as the sandbox. The binds never reach
-    the host, and a killed runner leaves none.
-
-    A mount namespace is per thread, so the rest of the runner (the sample threads that mount workspace
-    disks, collect deliverables) stays in the host's; a fresh copy per sandbox sees the disks mounted
-    since. bubblewrap binds the view's paths as the dropped uid, which could not walk to the sources.
-    """
-    if not binds:
-        return popen()
-    if not _host_mounts:
-        _host_mounts.append(os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
-    _check(libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    try:
-        _check(libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the sandbox's mounts private")
-        for source, place, empty in binds:
-            if empty is None or not _layer(source, place, empty):
-                _check(libc().mount(os.fsencode(source), os.fsencode(place), None, MS_BIND | MS_REC, None), f"binding {source!r} on {place!r}")
-        return popen()
-    finally:
-        _check(libc().setns(_host_mounts[0], CLONE_NEWNS), "returning to the host's mount namespace")
-
-
-@functools.cache
-def _remove_orphan_views() -> None:
-    """The views a killed runner left (empty places, and copies only their uid may read); once per process."""
-    remove_orphans(Path(VIEW_BASE), VIEW_PREFIX)
-
-
-def _marked_pids(marker: bytes) -> list[int]:
-    """Host pids whose environment carries this sandbox's marker."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if marker in fh.read().split(b"\0"):
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
-def _server_pid(marker: bytes, child_pid: int) -> int:
-    """The host pid of a sandbox's server: PID 1 of its pid namespace, `child_pid` in the one above (which
-    bubblewrap's --info-fd names: with the network on, pasta puts bubblewrap in a pid namespace of its own),
-    and a child of this sandbox's bubblewrap (the server's own environment is unreadable: it is not dumpable)."""
-    marked = {str(pid) for pid in _marked_pids(marker)}
-    for entry in os.listdir("/proc"):
-        try:
-            status = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines() if ":" in line)
-        except OSError:
-            continue
-        if status.get("NSpid", "").split()[-2:] == [str(child_pid), "1"] and status.get("PPid", "").strip() in marked:
-            return int(entry)
-    raise SandboxUnavailable(f"the tool server (pid {child_pid} in bubblewrap's namespace) is gone")
-
-
-def _kill_marked(marker: bytes) -> None:
-    """Kill leftovers that left our process group (new sessions) but kept the marker."""
-    deadline = time.monotonic() + STOP_GRACE_S
-    while (pids := _marked_pids(marker)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.05)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class LocalSandbox:
@@ -356,7 +83,7 @@ class LocalSandbox:
         self.system = system or Runtime()
         self.limits = limits or Limits.of()
         self.harden = harden
-        self.references = _checked_references(references)
+        self.references = checked_references(references)
         self.network = network
         self.isolated, self._isolation_note = self._choose_isolation(isolation)
         if self.isolated and network and not harden and os.geteuid() == 0:
@@ -369,14 +96,12 @@ class LocalSandbox:
         self._runtime: Path | None = None
         self._proc: subprocess.Popen | None = None
         self._lifeline: int | None = None  # write end of the pipe whose closing stops the server
-        self._cgroup: SampleCgroup | None = None
-        self._disk: LoopDisk | None = None
+        self._held: HeldLimits | None = None  # the sample's cgroup and disk
         self.sizes = self.limits.filesystems(workspace_in_memory=self.isolated and self.harden and memory_workspace())
         self._info: int | None = None  # read end of bubblewrap's --info-fd, which names the server's host pid
         self._workspace_fd: int | None = None  # the in-memory workspace, opened through the server's root
         self.owner = sandbox_owner() if self.isolated and self.harden else None
-        self._view: Path | None = None  # where bubblewrap finds its sources when dropping privileges
-        self._binds: list[tuple[str, str, str | None]] = []  # (host source, its place in the view, an empty layer to overlay it on)
+        self._view: View | None = None  # where bubblewrap finds its sources when dropping privileges
         self._stopping = threading.Lock()  # a runner's Ctrl-C and the sample's own thread may stop it at once
 
     @staticmethod
@@ -464,69 +189,44 @@ class LocalSandbox:
             MARKER_ENV: self._id,
         }
 
-    def _view_path(self, name: str) -> Path:
+    def _source(self, host: Path, name: str) -> str:
+        """Where bubblewrap finds `host`: in the view when privileges are dropped (see gdpval.sandbox.view), else itself."""
+        if self.owner is None:
+            return str(host)
         if self._view is None:
             raise SandboxUnavailable("the sandbox's view has not been prepared")
-        return self._view / name
-
-    def _source(self, host: Path, name: str) -> str:
-        """Where bubblewrap finds `host`: in the view when privileges are dropped (see _prepare_view), else itself."""
-        return str(self._view_path(name) if self.owner is not None else host)
+        return str(self._view.place(name))
 
     def _bwrap_argv(self, fds: dict[str, int]) -> list[str]:
         root = self._source(self.system.root, "root") if self.system.root is not None else None
-        args = [BWRAP, *_namespace_args(self.network, fds.get("seccomp"), self.sizes if self.harden else None, self.system, root)]
+        args = [BWRAP, *namespace_args(self.network, fds.get("seccomp"), self.sizes if self.harden else None, self.system, root)]
         if self.sizes.workspace is None:
             args += ["--bind", self._source(self.workspace, "workspace"), contract.WORKSPACE]
         else:
             args += ["--info-fd", str(fds["info"]), "--size", str(self.sizes.workspace), "--tmpfs", contract.WORKSPACE]
         args += ["--dir", contract.REFERENCES]
-        for index, place in enumerate(self._staged()):
+        for index, place in enumerate(staged(self.references)):
             args += ["--perms", "0444", "--ro-bind-data", str(fds[f"{STAGED_FD}{index}"]), place]
         args += ["--remount-ro", "/", "--chdir", contract.WORKSPACE]
         argv = [*args, "--", self.python, contract.TOOLSERVER, *self._server_args(fds, contract.WORKSPACE)]
         if self.harden:
             argv += ["--max-procs", str(self.limits.pids), "--max-file-bytes", str(self.limits.disk_bytes), *self._memory_args(fds)]
         if self.network:
-            argv = _networked(argv)
+            argv = networked(argv)
         if not self.harden:
             return argv
-        argv = _dropping(argv, self.owner)
-        if self._cgroup is None:
+        argv = dropping(argv, self.owner)
+        cgroup = self._held.cgroup if self._held is not None else None
+        if cgroup is None:
             return argv
-        joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files)
+        joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in cgroup.procs_files)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh", *argv]
-
-    def _staged(self) -> dict[str, Path]:
-        """The files bubblewrap copies into the sandbox (its place there: the host file), not binds: a bind's
-        mount root in /proc/self/mountinfo is its host path (the dataset folder, this package's), a copy's
-        is bubblewrap's own tmpfs. They are read through descriptors this process opened, so a root
-        runner's dropped uid reads references it could not open itself. A pod's stage copies them too."""
-        return {**{f"/{dataset_path}": host for dataset_path, host in sorted(self.references.items())}, contract.TOOLSERVER: TOOLSERVER}
 
     def _memory_args(self, fds: dict[str, int]) -> list[str]:
         """The commands' memory cap: their own cgroup where the sample has one, else a per-process RLIMIT_DATA."""
         if "commands-cgroup" in fds:
             return ["--commands-cgroup", str(fds["commands-cgroup"])]
         return ["--max-data-bytes", str(self.limits.memory_bytes)]
-
-    def _prepare_view(self, uid: int, gid: int) -> None:
-        """Ready a sandbox that drops to uid:gid: the workspace becomes theirs, and each folder bubblewrap binds
-        gets an empty place in a view folder that uid can walk, on which _spawn_in_view binds it (that uid
-        cannot walk root's private folders, such as a 0700 TMPDIR or /root). The runtime's root is layered, not
-        bound, so that the sandbox's mountinfo does not name where it was unpacked."""
-        os.chown(self.workspace, uid, gid)
-        _remove_orphan_views()
-        self._view = Path(tempfile.mkdtemp(prefix=VIEW_PREFIX, dir=VIEW_BASE))
-        (self._view / OWNER_FILE).write_text(str(os.getpid()))
-        self._view.chmod(0o711)
-        sources = {"workspace": self.workspace}
-        if self.system.root is not None:
-            sources["root"] = self.system.root
-            self._view_path("empty").mkdir()
-        for name, host in sources.items():
-            self._view_path(name).mkdir()
-            self._binds.append((str(host), str(self._view_path(name)), str(self._view_path("empty")) if name == "root" else None))
 
     def _plain_argv(self, fds: dict[str, int]) -> list[str]:
         return [self.python, str(TOOLSERVER), *self._server_args(fds, str(self.workspace))]
@@ -562,7 +262,7 @@ class LocalSandbox:
             if self.isolated and self.harden:
                 self._enforce_limits()
             if self.owner is not None:
-                self._prepare_view(*self.owner)
+                self._view = View(self.workspace, self.system.root, self.owner)
             self._spawn()
             self.client().wait_ready(READY_TIMEOUT_S)
             if self._info is not None:
@@ -576,11 +276,7 @@ class LocalSandbox:
 
     def _enforce_limits(self) -> None:
         """The sample's cgroup and disk where this machine allows them (see gdpval.sandbox.limits)."""
-        name = f"{CGROUP_PREFIX}{self._id}"
-        if not cgroup_support(self.limits.cpus is not None):
-            self._cgroup = SampleCgroup(name, self.limits)
-        if not loop_disk_support():
-            self._disk = LoopDisk(self.runtime / IMAGE_FILE, self.workspace, self.limits.disk_bytes)
+        self._held = HeldLimits(f"{CGROUP_PREFIX}{self._id}", self.limits, self.runtime / IMAGE_FILE, self.workspace)
 
     @property
     def host_workspace(self) -> Path:
@@ -591,13 +287,13 @@ class LocalSandbox:
         return self.workspace
 
     def _open_workspace(self) -> None:
-        """Open the in-memory workspace through the root of the server (see _server_pid), once it answers and
+        """Open the in-memory workspace through the root of the server (see server_pid), once it answers and
         before any command ran. The descriptor keeps the tmpfs while it is held."""
         assert self._info is not None and self._proc is not None
         with os.fdopen(self._info, "rb") as info:
             self._info = None
             child = int(json.loads(info.read1(4096))["child-pid"])  # one small write to a pipe: whole or not at all
-        pid = _server_pid(f"{MARKER_ENV}={self._id}".encode(), child)
+        pid = server_pid(f"{MARKER_ENV}={self._id}".encode(), child)
         self._workspace_fd = os.open(f"/proc/{pid}/root{contract.WORKSPACE}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if self._proc.poll() is not None:  # the server had ended, so its pid might have been another's by then
             raise SandboxUnavailable("the tool server ended before its workspace was opened")
@@ -613,17 +309,17 @@ class LocalSandbox:
         """
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline, self._lifeline = os.pipe()
-        fds = {"listen": listener.fileno(), "lifeline": lifeline, "token": _pipe_holding(self.token.encode())}
+        fds = {"listen": listener.fileno(), "lifeline": lifeline, "token": pipe_holding(self.token.encode())}
         if self.owner is not None:
             os.fchown(fds["token"], *self.owner)  # the server opens it by its /proc path, which checks the pipe's owner
         if self.isolated and self.harden:
-            fds["seccomp"] = _pipe_holding(seccomp.build())
-            if self._cgroup is not None:  # opened here: the server, dropped and namespaced, could not
-                fds["commands-cgroup"] = os.open(self._cgroup.commands_join_file, os.O_WRONLY | os.O_CLOEXEC)
+            fds["seccomp"] = pipe_holding(seccomp.build())
+            if self._held is not None and self._held.cgroup is not None:  # opened here: the server, dropped and namespaced, could not
+                fds["commands-cgroup"] = os.open(self._held.cgroup.commands_join_file, os.O_WRONLY | os.O_CLOEXEC)
         if self.sizes.workspace is not None:
             self._info, fds["info"] = os.pipe()
         if self.isolated:
-            fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(self._staged().values()))
+            fds.update((f"{STAGED_FD}{index}", os.open(host, os.O_RDONLY | os.O_CLOEXEC)) for index, host in enumerate(staged(self.references).values()))
         try:
             listener.bind(str(self.runtime / "tool.sock"))
             listener.listen(64)
@@ -640,7 +336,7 @@ class LocalSandbox:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-                self._proc = _spawner().submit(_spawn_in_view, self._binds, popen).result()
+                self._proc = spawner().submit(spawn_in_view, self._view.binds if self._view is not None else [], popen).result()
         finally:
             listener.close()
             for name, fd in fds.items():
@@ -669,22 +365,18 @@ class LocalSandbox:
             self._lifeline = None
         if self._proc is not None:
             pgid = self._proc.pid
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
             try:
                 self._proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 pass
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
             self._proc.wait()
             self._proc = None
-        _kill_marked(f"{MARKER_ENV}={self._id}".encode())
-        if self._cgroup is not None:
-            self._cgroup.kill()
-            self._cgroup.remove()
-            self._cgroup = None
-        if self._disk is not None:
-            self._disk.remove()
-            self._disk = None
+        kill_marked(f"{MARKER_ENV}={self._id}".encode())
+        if self._held is not None:
+            self._held.release()
+            self._held = None
         for fd in (self._info, self._workspace_fd):
             if fd is not None:
                 os.close(fd)
@@ -693,9 +385,8 @@ class LocalSandbox:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None
         if self._view is not None:
-            shutil.rmtree(self._view, ignore_errors=True)
+            self._view.remove()
             self._view = None
-        self._binds = []
 
 
 def _socket_base() -> str:
