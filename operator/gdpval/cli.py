@@ -25,6 +25,8 @@ from gdpval.settings import FlagSpec, Path_, flag_specs
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gdpval.storage import Storage
+
 # Click's own help layout (rich_markup_mode=None): it wraps long flag names instead of cutting them
 # at 80 columns, as rich's panels did ("--missing-referen…").
 app = typer.Typer(
@@ -154,7 +156,6 @@ def run(
     from gdpval.runner.progress import Progress, Tally
     from gdpval.sandbox.local import Isolation
     from gdpval.storage import layout
-    from gdpval.submission.build import build_submission
 
     if isolation not in get_args(Isolation):
         raise GdpvalError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
@@ -185,7 +186,13 @@ def run(
         err().print("interrupted: committed samples are kept; run the same command again to resume")
         sys.stdout.flush()
         os._exit(130)  # worker threads may sit in model calls; their sandboxes are already stopped
+    raise typer.Exit(_finish_run(storage, run_name, out, tally.crashed, runner.budget_stopped()))
+
+
+def _finish_run(storage: Storage, run_name: str, out: Console, crashed: int, budget_stopped: bool) -> int:
+    """Build the submission and the report, print their line and what to do next; the run's exit status."""
     from gdpval.report.cli import report_after_build
+    from gdpval.submission.build import build_submission
 
     _check(storage, run_name, out)
     info = build_submission(storage, run_name)
@@ -194,14 +201,14 @@ def run(
     counts = f"samples {c.total}, succeeded {c.succeeded}, failed {c.failed}, missing {c.missing}"
     grading = f", grading_ready {info.grading_ready:.2f}" if info.grading_ready is not None else ""
     out.print(f"submission: {info.uri}  ({counts}; submission_ready {info.submission_ready:.2f}, completed {info.completed:.2f}{grading})", highlight=False)
-    code = run_exit_status(c.total, c.succeeded, tally.crashed, runner.budget_stopped())
-    if code == contract.EXIT_UNFINISHED and not tally.crashed:
+    code = run_exit_status(c.total, c.succeeded, crashed, budget_stopped)
+    if code == contract.EXIT_UNFINISHED and not crashed:
         err().print(f"the run budget stopped the run (exit {code}): the same command with a higher limit runs the rest")
     elif code == contract.EXIT_UNFINISHED:
-        err().print(f"{tally.crashed} sample(s) did not finish; re-run the same command to resume them")
+        err().print(f"{crashed} sample(s) did not finish; re-run the same command to resume them")
     elif code == contract.EXIT_SAMPLES_FAILED:
         err().print(f"{c.total - c.succeeded} of {c.total} sample(s) have no committed success (exit {code}); --retry-failed runs the failed ones again")
-    raise typer.Exit(code)
+    return code
 
 
 def run_exit_status(total: int, succeeded: int, crashed: int, budget_stopped: bool = False) -> int:
@@ -389,17 +396,9 @@ def fake_model(
     max_concurrent: Annotated[Optional[int], typer.Option(min=1, help="Answer 429 to a chat request arriving while N others are in flight.")] = None,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
+    from gdpval.fakemodel.dialects import validate
     from gdpval.fakemodel.judge import check_preference
     from gdpval.fakemodel.server import serve
-
-    faults = {}
-    for item in fault or []:
-        kind, sep, rate = item.partition("=")
-        try:
-            faults[kind] = float(rate) if sep else 1.0
-        except ValueError:
-            raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
-    from gdpval.fakemodel.dialects import validate
 
     try:
         check_preference(judge_prefers)
@@ -409,11 +408,8 @@ def fake_model(
         spoken = validate(dialect or [])
     except ValueError as exc:
         raise GdpvalError(f"--dialect: {exc}") from None
-    after, sep, seconds = (outage or "").partition(":")
-    try:
-        outage_after, outage_seconds = (int(after), float(seconds)) if outage else (None, 0.0)
-    except ValueError:
-        raise GdpvalError(f"--outage {outage!r}: use AFTER:SECONDS, e.g. 100:600") from None
+    faults = _fault_rates(fault or [])
+    outage_after, outage_seconds = _outage(outage)
     serve(
         host,
         port,
@@ -431,6 +427,29 @@ def fake_model(
         outage_seconds=outage_seconds,
         max_concurrent=max_concurrent,
     )
+
+
+def _fault_rates(items: list[str]) -> dict[str, float]:
+    """--fault KIND=RATE, repeatable; a bare KIND always fails."""
+    faults = {}
+    for item in items:
+        kind, sep, rate = item.partition("=")
+        try:
+            faults[kind] = float(rate) if sep else 1.0
+        except ValueError:
+            raise GdpvalError(f"--fault {item!r}: use KIND=RATE with RATE between 0 and 1") from None
+    return faults
+
+
+def _outage(outage: str | None) -> tuple[int | None, float]:
+    """--outage AFTER:SECONDS as (chat requests before it, its length); (None, 0) without one."""
+    if not outage:
+        return None, 0.0
+    after, _, seconds = outage.partition(":")
+    try:
+        return int(after), float(seconds)
+    except ValueError:
+        raise GdpvalError(f"--outage {outage!r}: use AFTER:SECONDS, e.g. 100:600") from None
 
 
 app.command("operator")(operator_command)
