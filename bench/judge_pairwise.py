@@ -30,7 +30,7 @@ from gdpval.dataset.loader import load_dataset  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from gdpval.judge.inputs import Inputs  # noqa: E402
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs  # noqa: E402
-from gdpval.judge.run import JudgeOptions  # noqa: E402
+from gdpval.judge.request import JudgeOptions  # noqa: E402
 from gdpval.judge.usage import Usage  # noqa: E402
 from gdpval.judge.verdicts import PairScore  # noqa: E402
 from gdpval.records import load_record  # noqa: E402

@@ -262,6 +262,7 @@ class OutputSettings(SettingsModel):
 
 
 JudgeMethod = Literal["rubric", "pairwise", "both"]
+DEFAULT_JUDGE_METHOD: JudgeMethod = "rubric"  # the one default: CLI, CRD, status and the estimate reader take it from here
 
 
 class JudgeSettings(SettingsModel):
@@ -274,7 +275,7 @@ class JudgeSettings(SettingsModel):
     concurrency: int = Field(default=4, ge=1, le=64, description="Samples judged at once.")
     tries: int = Field(default=3, ge=1, le=10, description="Tries per sample on server errors and malformed replies; then the sample is a judge failure.")
     method: JudgeMethod = Field(
-        default="rubric",
+        default=DEFAULT_JUDGE_METHOD,
         description="rubric: points against each task's rubric; pairwise: wins-or-ties against the experts' deliverables (the gold), "
         "both orders, a local estimate against the public gold, not OpenAI's grade; both.",
     )

@@ -13,7 +13,7 @@ from gdpval.fakemodel.server import start_background
 from gdpval.judge.gold import NoGold
 from gdpval.judge.inputs import Inputs
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs, load_pairs
-from gdpval.judge.run import JudgeOptions
+from gdpval.judge.request import JudgeOptions
 from gdpval.judge.verdicts import PAIRWISE_LABEL
 from gdpval.records import load_record
 from gdpval.render import child

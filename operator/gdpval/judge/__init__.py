@@ -1,6 +1,7 @@
-"""The local rubric judge: a judge model scores a run's deliverables against each task's rubric_json.
-
-Its figures are a local estimate, never the official GDPval grade (OpenAI grades submissions).
+"""The local judges: a judge model scores a run's deliverables against each task's rubric_json (`run`, the
+rubric judge), or compares them with the experts' gold or another run's, in both orders (`pairwise`);
+`request` holds what both send and retry, `command` the CLI. Their figures are a local estimate, never the
+official GDPval grade (OpenAI grades submissions).
 The names below load on first use: the CLI registers `gdpval judge` from this package, and every
 sample pod's commands would otherwise build the judge's models at start (issue 11).
 """

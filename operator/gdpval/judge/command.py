@@ -13,7 +13,7 @@ import typer
 from pydantic import ValidationError
 
 from gdpval.errors import GdpvalError
-from gdpval.settings import JudgeSettings, OutputSettings
+from gdpval.settings import DEFAULT_JUDGE_METHOD, JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
@@ -24,6 +24,9 @@ class Method(StrEnum):
     rubric = "rubric"
     pairwise = "pairwise"
     both = "both"
+
+
+DEFAULT_METHOD = Method(DEFAULT_JUDGE_METHOD)
 
 
 def _help(field: str) -> str:
@@ -44,7 +47,7 @@ def judge_command(
     preflight: Annotated[bool, typer.Option(help="Check the judge endpoint before starting.")] = True,
     s3_endpoint: Annotated[Optional[str], typer.Option("--s3-endpoint", help=OutputSettings.model_fields["endpoint"].description)] = None,
     s3_region: Annotated[Optional[str], typer.Option("--s3-region", help=OutputSettings.model_fields["region"].description)] = None,
-    method: Annotated[Method, typer.Option(help=_help("method"))] = Method.rubric,
+    method: Annotated[Method, typer.Option(help=_help("method"))] = DEFAULT_METHOD,
     against: Annotated[
         Optional[str], typer.Option(help="Pairwise against this run's deliverables (same storage) instead of the gold, on the common samples.")
     ] = None,
@@ -65,7 +68,7 @@ def judge_command(
     """Judge a run's deliverables with a judge model (rubric points, or wins-or-ties against the gold): a LOCAL ESTIMATE, not the official GDPval grade."""
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
-    from gdpval.judge.run import JudgeOptions
+    from gdpval.judge.request import JudgeOptions
     from gdpval.judge.usage import Prices
     from gdpval.storage import open_storage
 

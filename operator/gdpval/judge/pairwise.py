@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,10 +26,10 @@ from gdpval.judge.convert import View
 from gdpval.judge.gold import GoldIndex, ensure_gold
 from gdpval.judge.inputs import Fetched, Inputs, render
 from gdpval.judge.models import unfenced
-from gdpval.judge.run import ERROR_SHOWN, RETRIED_STATUSES, JudgeOptions, describe
+from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
-from gdpval.judge.usage import Usage, usage_of
+from gdpval.judge.usage import Usage
 from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
@@ -281,36 +280,25 @@ def ask_pairwise(
 ) -> OrderReply:
     """One order's call, retried on server errors and malformed replies (each answered try `record`ed at once); the last
     error when every try failed."""
-    body: dict[str, Any] = {"model": options.judge.model, "messages": request, "response_format": wire.pairwise_response_format()}
-    usage, error = Usage(), ""
-    for attempt in range(1, options.judge.tries + 1):
-        try:
-            completion = client.with_options(timeout=options.judge.timeout_seconds).chat.completions.create(**body)
-            spent = usage_of(completion, options.judge.prices)
-            record(spent, digest)
-            usage += spent
-            content = completion.choices[0].message.content if completion.choices else None
-            try:
-                parsed = _Reply.model_validate_json(unfenced(content or ""))
-            except ValidationError as exc:
-                raise ValueError(exc.errors()[0]["msg"]) from None
-            if parsed.better not in wire.CHOICES:
-                raise ValueError(f"'better' is {parsed.better[:20]!r}, not A, B or tie")
-            reason = " ".join(parsed.reason.split())[:1000]
-            return OrderReply(
-                order=order, preferred=preference(parsed.better, order), reply=content or "", reason=reason, tries=attempt, digest=digest, usage=usage
-            )
-        except ValueError as exc:
-            error = f"malformed reply: {exc}"
-        except openai.APIStatusError as exc:
-            error = describe(exc)
-            if exc.status_code < 500 and exc.status_code not in RETRIED_STATUSES:
-                return OrderReply(order=order, error=error, tries=attempt, digest=digest, usage=usage)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            error = f"{exc.__class__.__name__}: {str(exc)[:ERROR_SHOWN]}"
-        if attempt < options.judge.tries:
-            time.sleep(options.judge.backoff_seconds * 2 ** (attempt - 1))
-    return OrderReply(order=order, error=error, tries=options.judge.tries, digest=digest, usage=usage)
+    body = {"messages": request, "response_format": wire.pairwise_response_format()}
+    answer = call(client, options.judge, body, _better, lambda spent: record(spent, digest))
+    if answer.parsed is None:
+        return OrderReply(order=order, error=answer.error, tries=answer.tries, digest=digest, usage=answer.usage)
+    better, reason = answer.parsed
+    return OrderReply(
+        order=order, preferred=preference(better, order), reply=answer.content, reason=reason, tries=answer.tries, digest=digest, usage=answer.usage
+    )
+
+
+def _better(content: str | None) -> tuple[str, str]:
+    """The reply's choice (A, B or tie) and its reason, squeezed to one line; a ValueError when it is neither."""
+    try:
+        parsed = _Reply.model_validate_json(unfenced(content or ""))
+    except ValidationError as exc:
+        raise ValueError(exc.errors()[0]["msg"]) from None
+    if parsed.better not in wire.CHOICES:
+        raise ValueError(f"'better' is {parsed.better[:20]!r}, not A, B or tie")
+    return parsed.better, " ".join(parsed.reason.split())[:1000]
 
 
 def read_call(storage: Storage, digest: str) -> OrderReply | None:

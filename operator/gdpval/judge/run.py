@@ -7,7 +7,6 @@ sample is recorded as a judge failure and the run goes on: the totals leave fail
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,33 +20,20 @@ from pydantic import ValidationError
 from gdpval.errors import GdpvalError
 from gdpval.judge import prompt, wire
 from gdpval.judge.inputs import Inputs, render
-from gdpval.judge.models import ItemScore, JudgeResults, MalformedReply, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
+from gdpval.judge.models import ItemScore, JudgeResults, RubricError, RubricItem, SampleScore, check_reply, parse_rubric
+from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import load_scores, write_results, write_score
-from gdpval.judge.usage import Prices, Usage, usage_of
+from gdpval.judge.usage import Usage
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.storage.committed import CommittedAttempt, list_committed
 
-RETRIED_STATUSES = {408, 409, 429}
-ERROR_SHOWN = 300
-
 
 class JudgeError(GdpvalError):
     """The run cannot be judged (made on a dataset revision without rubrics)."""
-
-
-@dataclass(frozen=True)
-class JudgeOptions:
-    model: str
-    concurrency: int = 4
-    tries: int = 3
-    backoff_seconds: float = 2.0
-    timeout_seconds: float = 600.0
-    cache_dir: Path = Path.home() / ".cache" / "gdpval"  # where the run's dataset is cached when a file is not in storage
-    prices: Prices | None = None  # per million tokens, for the judge's cost
 
 
 @dataclass(frozen=True)
@@ -150,33 +136,7 @@ def _result(storage: Storage, run: str, sample: str, committed: CommittedAttempt
 def ask(
     client: openai.OpenAI, options: JudgeOptions, request: list[dict[str, Any]], items: list[RubricItem], record: Callable[[Usage], None] = lambda _: None
 ) -> tuple[list[ItemScore] | None, int, str, Usage]:
-    """The scores, the number of tries, the last error and what every try spent (each answered try also `record`ed at
-    once): retried on server errors and malformed replies."""
-    error, usage = "", Usage()
-    body: dict[str, Any] = {"model": options.model, "messages": request, "response_format": wire.response_format()}
-    for attempt in range(1, options.tries + 1):
-        try:
-            reply = client.with_options(timeout=options.timeout_seconds).chat.completions.create(**body)
-            spent = usage_of(reply, options.prices)
-            record(spent)
-            usage += spent
-            content = reply.choices[0].message.content if reply.choices else None
-            return check_reply(content, items), attempt, "", usage
-        except MalformedReply as exc:
-            error = f"malformed reply: {exc}"
-        except openai.APIStatusError as exc:
-            error = describe(exc)
-            if exc.status_code < 500 and exc.status_code not in RETRIED_STATUSES:
-                return None, attempt, error, usage
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            error = f"{exc.__class__.__name__}: {str(exc)[:ERROR_SHOWN]}"
-        if attempt < options.tries:
-            time.sleep(options.backoff_seconds * 2 ** (attempt - 1))
-    return None, options.tries, error, usage
-
-
-def describe(exc: openai.APIStatusError) -> str:
-    """The HTTP status and the server's message; for a rejected key only the status (the message may echo the key)."""
-    if exc.status_code in (401, 403):
-        return f"HTTP {exc.status_code}: the judge endpoint rejected the API key"
-    return f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SHOWN]}"
+    """The scores, the number of tries, the last error and what every try spent (see request.call)."""
+    body = {"messages": request, "response_format": wire.response_format()}
+    answer = call(client, options, body, lambda content: check_reply(content, items), record)
+    return answer.parsed, answer.tries, answer.error, answer.usage

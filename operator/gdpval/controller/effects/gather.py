@@ -27,6 +27,7 @@ from gdpval.controller.pure.manifests import RunContext
 from gdpval.controller.pure.policy import job_error_current, secrets_due
 from gdpval.controller.types import Blocker, Observed, Probe
 from gdpval.records import is_prepared
+from gdpval.settings import DEFAULT_JUDGE_METHOD
 from gdpval.storage import NotFound, Storage, StorageError, layout
 
 log = logging.getLogger("gdpval.operator")
@@ -62,7 +63,7 @@ class Gatherer:
             obs = await _load_submission(ctx, storage, obs)
             judge = obs.jobs.get(n.COMPONENT_JUDGE)
             if judge and judge.succeeded:
-                method = ctx.spec.judge.method if ctx.spec.judge else "rubric"
+                method = ctx.spec.judge.method if ctx.spec.judge else DEFAULT_JUDGE_METHOD
                 obs = replace(obs, judge=await asyncio.to_thread(s3io.read_estimate, storage, ctx.storage_name, method))
             return obs, version
         except StorageError as exc:

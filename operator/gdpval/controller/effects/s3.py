@@ -21,7 +21,7 @@ from gdpval.judge.store import GOLD, load_pair_results
 from gdpval.judge.verdicts import PAIRWISE_LABEL
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
-from gdpval.settings import JudgeMethod
+from gdpval.settings import DEFAULT_JUDGE_METHOD, JudgeMethod
 from gdpval.storage import NotFound, Storage, layout, open_storage
 from gdpval.storage.progress import progress_from_keys
 from gdpval.storage.s3 import S3Storage
@@ -101,7 +101,7 @@ def read_submission(storage: Storage, run: str) -> Submission:
     )
 
 
-def read_estimate(storage: Storage, run: str, method: JudgeMethod = "rubric") -> JudgeEstimate:
+def read_estimate(storage: Storage, run: str, method: JudgeMethod = DEFAULT_JUDGE_METHOD) -> JudgeEstimate:
     """The run-level figures of the judge's results (rubric, pairwise against the gold, or both), or a failed
     estimate saying which cannot be read."""
     estimate = JudgeEstimate(state="Succeeded", method=method, label=LABEL)

@@ -15,6 +15,7 @@ from pydantic.json_schema import JsonDict, JsonValue
 
 from gdpval.sample import SampleCounts
 from gdpval.settings import (
+    DEFAULT_JUDGE_METHOD,
     AgentSettings,
     DatasetSettings,
     DeliverableSettings,
@@ -361,7 +362,7 @@ class JudgeEstimate(SettingsModel):
     results_uri: str = Field(default="", alias="resultsURI", description="The judge's results.json: per sample, per sector and per run.")
     message: str = Field(default="", max_length=2048)
     label: str = Field(default="", description="What the figures are: a local estimate, not the official grade.")
-    method: JudgeMethod = Field(default="rubric", description="spec.judge.method the figures come from.")
+    method: JudgeMethod = Field(default=DEFAULT_JUDGE_METHOD, description="spec.judge.method the figures come from.")
     pairwise: PairwiseEstimate | None = Field(default=None, description="Wins-or-ties against the gold (method pairwise or both).")
 
 
