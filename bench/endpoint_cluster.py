@@ -39,9 +39,9 @@ from bench.standin import watch_forever  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 
 from conftest import ClusterUsers  # noqa: E402
+from gdpval.api.v1alpha1 import GROUP, PLURAL, VERSION  # noqa: E402
 from gdpval.contract import EXIT_MODEL_UNAVAILABLE  # noqa: E402
 from gdpval.controller.pure import names as n  # noqa: E402
-from gdpval.controller.pure.api import GROUP, PLURAL, VERSION  # noqa: E402
 from gdpval.fakemodel.server import FakeModelServer, start_background  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402

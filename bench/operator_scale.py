@@ -33,9 +33,9 @@ from bench import measure  # noqa: E402
 from bench.standin import Cluster  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 
+from gdpval.api import v1alpha1 as api  # noqa: E402
+from gdpval.api.v1alpha1 import OutputSpec  # noqa: E402
 from gdpval.controller.effects.s3 import open_output  # noqa: E402
-from gdpval.controller.pure import api  # noqa: E402
-from gdpval.controller.pure.api import OutputSpec  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
 from support.controlplane import ControlPlane, control_plane  # noqa: E402
 from support.operator import CRD, OperatorProcess, run_manifest  # noqa: E402

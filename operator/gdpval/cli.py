@@ -459,7 +459,7 @@ app.command("judge")(judge_command)
 @app.command()
 def crd() -> None:
     """Print the GdpvalRun CustomResourceDefinition (generated from the typed models)."""
-    from gdpval.controller import render_crd
+    from gdpval.api.crd import render_crd
 
     sys.stdout.write(render_crd())
 

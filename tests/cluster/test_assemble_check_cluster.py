@@ -9,8 +9,8 @@ import secrets
 
 import pytest
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.controller.pure import manifests as m
-from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.storage import layout
 from gdpval.storage.s3 import S3Storage
 from gdpval.submission.readiness import CheckResults

@@ -23,9 +23,10 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gdpval.api import v1alpha1 as api
+from gdpval.api.v1alpha1 import OutputSpec
 from gdpval.controller.effects.s3 import open_output
-from gdpval.controller.pure import api, queue
-from gdpval.controller.pure.api import OutputSpec
+from gdpval.controller.pure import queue, workload
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
@@ -723,7 +724,7 @@ def test_a_run_labelled_for_a_kueue_queue_is_one_workload_admitted_evicted_and_f
     with it, one Workload holds the run until admitted, an eviction stops its pods and gives the quota
     back, a second admission resumes the same attempts, and the run's end marks the Workload Finished."""
     name = "queued"
-    env.create(name, labels={queue.QUEUE_LABEL: "team-a"}, parallelism=2, failureBudget=0, samples={"retries": 0})
+    env.create(name, labels={workload.QUEUE_LABEL: "team-a"}, parallelism=2, failureBudget=0, samples={"retries": 0})
     ready = _wait(lambda: env.condition(name, "Ready").get("reason") == "KueueNotInstalled" and env.condition(name, "Ready"), 30, "KueueNotInstalled")
     assert "Kueue queue team-a" in ready["message"] and not env.jobs(name)
     crd = yaml.safe_load((kueue / "crd" / "kueue.x-k8s.io_workloads.yaml").read_text())

@@ -72,11 +72,11 @@ def test_argocd_cm_patch_embeds_the_same_script() -> None:
 
 # The operator's own status model: statuses it really writes, through the Lua check.
 status_mod = pytest.importorskip("gdpval.controller.pure.status", reason="operator status model not importable")
-GdpvalRunStatus = pytest.importorskip("gdpval.controller.pure.api").GdpvalRunStatus
+GdpvalRunStatus = pytest.importorskip("gdpval.api.v1alpha1").GdpvalRunStatus
 
 
 def _operator_status(state: str, *, suspend: bool = False, generation: int = 1) -> dict:
-    from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+    from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
     from gdpval.controller.types import Observed, Plan, Submission
 
     spec = GdpvalRunSpec.model_validate({"model": {"name": "m"}, "output": {"url": "s3://bucket/runs"}, "suspend": suspend})

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gdpval.api.v1alpha1 import POD_DEFAULTS_ENV, PodDefaults
 from gdpval.controller.effects.worker import Defaults
-from gdpval.controller.pure.api import POD_DEFAULTS_ENV, PodDefaults
 from support.chart import CHART, NAMESPACE, RELEASE, VARIANTS, helm, is_hook, of_kind, one, operator_container, render, set_args
 
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.controller.pure import manifests as m
-from gdpval.controller.pure.api import GdpvalRunSpec
 from support.chart import CHART, VARIANTS, render_text, require_tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import time
 import pytest
 from kubernetes import client
 
+from gdpval.api import v1alpha1 as api
 from gdpval.controller.effects.kube import Kube
-from gdpval.controller.pure import api
 
 MANIFEST = {"metadata": {"name": "x", "namespace": "ns"}}
 SPEC = api.GdpvalRunSpec.model_validate({"model": {"name": "m", "apiKeySecretRef": {"name": "key", "key": "k"}}, "output": {"url": "s3://b/p"}})

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from gdpval.api.v1alpha1 import OutputSpec
 from gdpval.controller.effects import s3 as s3io
-from gdpval.controller.pure.api import OutputSpec
 from gdpval.controller.pure.ledger import Outcome
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest

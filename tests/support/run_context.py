@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.controller.pure import manifests as m
-from gdpval.controller.pure.api import GdpvalRunSpec
 
 
 def ctx(name="demo", **spec) -> m.RunContext:

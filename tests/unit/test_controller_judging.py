@@ -7,10 +7,10 @@ from pathlib import Path
 
 from kubernetes.utils import parse_quantity
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.effects.gather import secret_refs
 from gdpval.controller.effects.s3 import read_estimate
 from gdpval.controller.pure import manifests as m
-from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.manifests import judge_job

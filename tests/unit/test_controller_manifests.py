@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from gdpval import contract
+from gdpval.api.v1alpha1 import POD_DEFAULTS_ENV, QUANTITY_REGEX, PodDefaults
 from gdpval.controller.effects.worker import Defaults
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import POD_DEFAULTS_ENV, QUANTITY_REGEX, PodDefaults
 from gdpval.settings import RunSettings
 from support.run_context import ctx
 

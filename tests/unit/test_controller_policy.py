@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.controller.pure import policy
-from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import JobView
 

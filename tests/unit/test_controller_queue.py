@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure import queue as q
-from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.controller.pure import workload as w
 from gdpval.controller.pure.decide import decide, needed_probes
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import JobView, PodView, iso
@@ -16,7 +17,7 @@ from gdpval.controller.types import QUEUE_POLL_SECONDS, WORKLOAD_CREATE, WORKLOA
 
 NOW = 1_000_000.0
 SAMPLES = ("t0-r0", "t1-r0", "t2-r0")
-QUEUED = q.Queueing("team-a", "high")
+QUEUED = w.Queueing("team-a", "high")
 
 
 def spec(**kw) -> GdpvalRunSpec:
@@ -24,14 +25,14 @@ def spec(**kw) -> GdpvalRunSpec:
     return GdpvalRunSpec.model_validate(base | kw)
 
 
-def workload(*conditions: tuple[str, str, str], admission: bool = False, version: str = "7", pods: int = 2) -> q.WorkloadView:
+def workload(*conditions: tuple[str, str, str], admission: bool = False, version: str = "7", pods: int = 2) -> w.WorkloadView:
     conds = [{"type": t, "status": s, "reason": r, "message": f"{t} {r}", "lastTransitionTime": iso(NOW - 60)} for t, s, r in conditions]
     body = {
         "metadata": {"name": "wl", "resourceVersion": version},
         "spec": {"podSets": [{"name": q.POD_SET, "count": pods}]},
         "status": {"conditions": conds} | ({"admission": {"clusterQueue": "cq"}} if admission else {}),
     }
-    return q.parse_workload(body)
+    return w.parse_workload(body)
 
 
 PENDING = workload(("QuotaReserved", "False", "Pending"))
@@ -49,8 +50,8 @@ def pod(sample: str, phase: str = "Running") -> PodView:
 
 
 def test_queueing_comes_from_the_run_labels():
-    assert q.Queueing.of({q.QUEUE_LABEL: "team-a", q.PRIORITY_LABEL: "high"}) == QUEUED
-    assert q.Queueing.of({q.PRIORITY_LABEL: "high"}) is None and q.Queueing.of(None) is None
+    assert w.Queueing.of({w.QUEUE_LABEL: "team-a", w.PRIORITY_LABEL: "high"}) == QUEUED
+    assert w.Queueing.of({w.PRIORITY_LABEL: "high"}) is None and w.Queueing.of(None) is None
 
 
 def test_the_workload_is_one_podset_of_the_windows_and_the_ahead_sample_pods_shaped_by_the_sample_pod_builder():
@@ -63,7 +64,7 @@ def test_the_workload_is_one_podset_of_the_windows_and_the_ahead_sample_pods_sha
     assert wl["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
     (pod_set,) = wl["spec"]["podSets"]
     assert pod_set["name"] == "sample" and pod_set["count"] == 5, "pods waiting ahead hold what they request too"
-    assert q.parse_workload(wl).pods == 5
+    assert w.parse_workload(wl).pods == 5
     template = pod_set["template"]["spec"]
     assert [c["resources"] for c in template["containers"]] == [c["resources"] for c in pod["containers"]]
     assert template["containers"][0]["resources"]["requests"]["cpu"] == "250m"

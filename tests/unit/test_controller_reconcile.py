@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from gdpval.api.v1alpha1 import Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide, needed_probes
 from gdpval.controller.pure.ledger import Entry, Outcome, ResultSummary
 from gdpval.controller.pure.observe import JobView, PodView, iso

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gdpval.api.v1alpha1 import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure import ledger as lg
-from gdpval.controller.pure.api import MAX_SECTORS, OTHER_SECTOR, Condition, GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.observe import parse_job, parse_pod
 from gdpval.controller.pure.status import build_status, changed_pinned, pinned_hash, status_patch, transition_notes

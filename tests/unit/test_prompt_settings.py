@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gdpval.controller.pure.api import GdpvalRunSpec
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.runner.prepare import describe_invalid
 from gdpval.settings import PromptSettings, RunSettings
 

@@ -11,7 +11,9 @@ import typer
 from pydantic import ValidationError
 
 from gdpval import cli
-from gdpval.controller.pure import api, crd, manifests
+from gdpval.api import crd
+from gdpval.api import v1alpha1 as api
+from gdpval.controller.pure import manifests
 from gdpval.dataset.models import DatasetRef
 from gdpval.errors import GdpvalError
 from gdpval.manifest import RunRecord

@@ -10,10 +10,10 @@ import pytest
 
 from gdpval import contract
 from gdpval.agent.client import make_client, rehearse
+from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.effects.memory import RunMemory
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import PodView, parse_pod

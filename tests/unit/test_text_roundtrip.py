@@ -34,10 +34,10 @@ from kubernetes.client import ApiClient
 
 from gdpval import contract
 from gdpval.agent.transcript import Transcript
-from gdpval.controller.pure import ledger, queue
+from gdpval.api.v1alpha1 import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
+from gdpval.controller.pure import ledger, queue, workload
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import KIND, Condition, GdpvalRunSpec, GdpvalRunStatus, SectorCounts
 from gdpval.controller.pure.status import blocked_status, status_patch
 from gdpval.dataset.errors import DatasetError
 from gdpval.dataset.models import DatasetRef, Sample, Task, sample_id
@@ -261,7 +261,7 @@ def test_kueue_workload_status(message, evicted):
         {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": evicted},
         {"type": "Evicted", "status": "True", "reason": "Preempted", "message": evicted},
     ]
-    view = queue.parse_workload(kube_wire(body))
+    view = workload.parse_workload(kube_wire(body))
     assert view.evicted_message == evicted
     released = {c["type"]: c for c in kube_wire(queue.release_patch(view, 1.0e9))["status"]["conditions"]}
     assert released["QuotaReserved"]["message"] == evicted

@@ -3,10 +3,9 @@
 Two halves, and the types between them:
 - `types`: what a pass observed (`Observed`), what it plans (`Plan`, concluded by a `Verdict`), and
   the small records every part shares (`Probe`, `Blocker`, `Submission`, `Note`, `Tally`);
-- `pure/`, no I/O, unit tested: `api` (the GdpvalRun spec/status models; `crd` generates the CRD
-  from them), `names`, `manifests` (every object the operator creates), `ledger` (per-sample
+- `pure/`, no I/O, unit tested, over the GdpvalRun models of `gdpval.api`: `names`, `manifests` (every object the operator creates), `ledger` (per-sample
   state), `observe` (views of pods and Jobs), `policy` (retry, budget, cleanup and timing rules),
-  `queue` (Kueue), `judging`, `status` (the status a pass yields), and `decide/`, the decision, split
+  `workload` (what the run reads of Kueue), `queue` (Kueue's decisions), `judging`, `status` (the status a pass yields), and `decide/`, the decision, split
   by phase: `samples`, `lifecycle`, `suspend` (and queueing);
 - `effects/`, everything that talks to the outside: the adapters `kube` (Kubernetes API), `s3`,
   `metrics`, `leader` (the Lease), `fanout`, `resolve`, `memory`; then `gather` (what a pass reads),
@@ -17,25 +16,20 @@ Two halves, and the types between them:
 Per-sample state lives in pods (attempts in flight), S3 result.json (commit markers) and a ledger
 ConfigMap owned by the run; see `pure.decide` for why this is crash-safe.
 
-Entry points for the CLI: `run_operator(namespaces, metrics_port, agent_image, sandbox_image)` and
-`crd.render_crd()` / `crd.main(argv)`.
+Entry point for the CLI: `run_operator(namespaces, metrics_port, agent_image, sandbox_image)`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_crd", "run_operator"]
+__all__ = ["run_operator"]
 
 
 def __getattr__(name: str) -> Any:
-    """Import lazily: `gdpval crd` should not pay for kopf and the kubernetes client."""
+    """Import lazily: the CLI's other commands should not pay for kopf and the kubernetes client."""
     if name == "run_operator":
         from gdpval.controller.effects.operator import run_operator
 
         return run_operator
-    if name == "render_crd":
-        from gdpval.controller.pure.crd import render_crd
-
-        return render_crd
     raise AttributeError(name)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from gdpval.controller.pure.api import MAX_SECTORS, OTHER_SECTOR, GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate, SectorCounts
+from gdpval.api.v1alpha1 import MAX_SECTORS, OTHER_SECTOR, GdpvalRunSpec, GdpvalRunStatus, JudgeEstimate, SectorCounts
 from gdpval.controller.pure.ledger import Ledger, ResultSummary
 from gdpval.controller.pure.observe import JobView, PodView
-from gdpval.controller.pure.queue import Queueing, WorkloadView
+from gdpval.controller.pure.workload import Queueing, WorkloadView
 from gdpval.sample import Tally as RunTally
 
 TERMINAL_STATES = ("Succeeded", "Failed")

@@ -43,8 +43,8 @@ def cluster_status(name: str, namespace: str, endpoint: str | None) -> RunStatus
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config import ConfigException
 
+    from gdpval.api import v1alpha1 as api
     from gdpval.controller.effects.kube import load_config
-    from gdpval.controller.pure import api
 
     try:
         api_client = load_config()

@@ -15,14 +15,15 @@ import secrets
 from collections.abc import Callable
 from functools import partial
 
+from gdpval.api import v1alpha1 as api
+from gdpval.api.v1alpha1 import GdpvalRunStatus
 from gdpval.controller.effects import s3 as s3io
 from gdpval.controller.effects.fanout import fan_out, in_background
 from gdpval.controller.effects.kube import Kube
 from gdpval.controller.effects.memory import Refusals, RunMemory
 from gdpval.controller.effects.resolve import Resolver, resolve_hosts
-from gdpval.controller.pure import api, manifests, queue
+from gdpval.controller.pure import manifests, queue
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import GdpvalRunStatus
 from gdpval.controller.pure.ledger import encode_cluster, split
 from gdpval.controller.pure.manifests import RunContext, judge_job
 from gdpval.controller.pure.observe import iso

@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec, OutputSpec
 from gdpval.controller.effects import s3 as s3io
 from gdpval.controller.effects.fanout import fan_out
 from gdpval.controller.effects.kube import Kube, NoWorkloadApi, SecretCheck
 from gdpval.controller.effects.memory import RunMemory
-from gdpval.controller.pure import manifests, queue
+from gdpval.controller.pure import manifests, queue, workload
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import GdpvalRunSpec, OutputSpec
 from gdpval.controller.pure.decide import needed_probes
 from gdpval.controller.pure.ledger import Ledger, decode, encode_cluster, merge, segments_of, split
 from gdpval.controller.pure.manifests import RunContext
@@ -80,10 +80,10 @@ class Gatherer:
         except NoWorkloadApi as exc:
             message = (
                 f"the run is labelled for Kueue queue {obs.queueing.queue} but the cluster has no Kueue Workload API ({exc}); "
-                f"install Kueue or remove the label {queue.QUEUE_LABEL}"
+                f"install Kueue or remove the label {workload.QUEUE_LABEL}"
             )
             return replace(obs, blockers=(*obs.blockers, Blocker("KueueNotInstalled", message)))
-        return replace(obs, workload=queue.parse_workload(body) if body is not None else None)
+        return replace(obs, workload=workload.parse_workload(body) if body is not None else None)
 
     async def _check_secrets(self, memory: RunMemory, ctx: RunContext, now: float) -> SecretCheck:
         """Read only when the spec names other Secrets, the last check found one missing, or it is stale."""

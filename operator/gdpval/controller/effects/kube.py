@@ -16,8 +16,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gdpval.api import v1alpha1 as api
 from gdpval.controller.effects import fanout
-from gdpval.controller.pure import api, queue
+from gdpval.controller.pure import queue
 from gdpval.controller.pure.policy import REQUEST_TIMEOUT
 from gdpval.controller.types import Blocker
 

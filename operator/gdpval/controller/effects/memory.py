@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from gdpval.api.v1alpha1 import GdpvalRunStatus
 from gdpval.controller.effects.kube import SecretCheck
-from gdpval.controller.pure.api import GdpvalRunStatus
 from gdpval.controller.pure.ledger import Ledger
 from gdpval.controller.pure.observe import PodView
 from gdpval.storage import Storage

@@ -23,11 +23,11 @@ from typing import Any
 import kopf
 from aiohttp import web
 
+from gdpval.api import v1alpha1 as api
 from gdpval.controller.effects.kube import Kube, load_config
 from gdpval.controller.effects.leader import Elector, LeaseClient, Timing
 from gdpval.controller.effects.metrics import Metrics
 from gdpval.controller.effects.worker import Controller, Defaults
-from gdpval.controller.pure import api
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.observe import JobView, PodView, parse_job, parse_pod
 

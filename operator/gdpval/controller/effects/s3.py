@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from gdpval.controller.pure.api import JudgeEstimate, OutputSpec
+from gdpval.api.v1alpha1 import JudgeEstimate, OutputSpec
 from gdpval.controller.pure.judging import pairwise_estimate
 from gdpval.controller.pure.ledger import Ledger, ResultSummary, decode_segment, encode_segment, rebuild
 from gdpval.controller.types import Probe, Submission

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gdpval.api.v1alpha1 import POD_DEFAULTS_ENV, GdpvalRunSpec, GdpvalRunStatus, PodDefaults
 from gdpval.controller.effects import s3 as s3io
 from gdpval.controller.effects.apply import Effects, Spawn
 from gdpval.controller.effects.fanout import in_background
@@ -29,12 +30,11 @@ from gdpval.controller.effects.kube import Conflict, Kube
 from gdpval.controller.effects.memory import RunMemory
 from gdpval.controller.effects.metrics import Metrics
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import POD_DEFAULTS_ENV, GdpvalRunSpec, GdpvalRunStatus, PodDefaults
 from gdpval.controller.pure.decide import decide
 from gdpval.controller.pure.manifests import RunContext
 from gdpval.controller.pure.policy import BLOCKED_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, WATCHDOG_SECONDS, error_backoff, report_errors, stalled
-from gdpval.controller.pure.queue import Queueing
 from gdpval.controller.pure.status import blocked_status, build_status, legacy_storage, settled_status, transition_notes
+from gdpval.controller.pure.workload import Queueing
 from gdpval.controller.types import RESYNC_SECONDS, TERMINAL_STATES, Observed, Plan, Tally
 
 log = logging.getLogger("gdpval.operator")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gdpval.controller.pure.api import GdpvalRunSpec, JudgeEstimate, PairwiseEstimate
+from gdpval.api.v1alpha1 import GdpvalRunSpec, JudgeEstimate, PairwiseEstimate
 from gdpval.controller.pure.observe import JobView
 from gdpval.judge.models import LABEL
 from gdpval.judge.verdicts import PAIRWISE_LABEL, PairTotals

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 from kubernetes.utils import parse_quantity
 
 from gdpval import contract as c
+from gdpval.api.v1alpha1 import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
 from gdpval.render.limits import RenderLimits
 from gdpval.settings import RunSettings, SandboxSettings, tmpfs_sizes
 from gdpval.storage import layout

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from gdpval.controller.pure.api import GROUP
+from gdpval.api.v1alpha1 import GROUP
 
 MAX = 63
 MANAGED_BY = "gdpval-operator"

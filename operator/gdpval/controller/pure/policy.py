@@ -6,7 +6,7 @@ numbers and rules it applies, so each rule is read and tested on its own.
 
 from __future__ import annotations
 
-from gdpval.controller.pure.api import GdpvalRunSpec, GdpvalRunStatus
+from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.pure.ledger import Entry, Outcome
 from gdpval.controller.pure.observe import JobView, parse_time
 

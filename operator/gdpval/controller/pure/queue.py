@@ -7,25 +7,23 @@ and a change of either resizes the Workload; once admitted, the run keeps within
 When Kueue evicts it (preemption), the run stops its pods like a suspend and then gives the quota
 back (admission unset, QuotaReserved False), as Kueue's job reconciler does for a stopped job, so the
 Workload queues again. A finished run marks its Workload Finished, which releases the quota.
-Pure functions here; the calls are in `kube`, the reads in `gather`, the writes in `effects`.
+Pure functions here; what the run reads of its labels and its Workload is in `workload`, the calls in `kube`, the reads in `gather`, the writes in `effects`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.manifests import RunContext, sample_pod
 from gdpval.controller.pure.observe import iso
+from gdpval.controller.pure.workload import Queueing, WorkloadView, condition
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 PLURAL = "workloads"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 POD_SET = "sample"
 # Evictions after which Kueue's job reconciler marks a Workload Requeued=True (others wait to be reactivated).
 REQUEUED_ON = ("Preempted", "NodeFailures")
@@ -36,72 +34,9 @@ QUEUED = "QueuedByKueue"
 EVICTED = "EvictedByKueue"
 
 
-@dataclass(frozen=True)
-class Queueing:
-    """The run's Kueue labels: the LocalQueue it waits in, and an optional WorkloadPriorityClass."""
-
-    queue: str
-    priority: str = ""
-
-    @classmethod
-    def of(cls, labels: Mapping[str, str] | None) -> Queueing | None:
-        queue = (labels or {}).get(QUEUE_LABEL, "")
-        return cls(queue, (labels or {}).get(PRIORITY_LABEL, "")) if queue else None
-
-
-@dataclass(frozen=True)
-class WorkloadView:
-    """What the run reads of its Workload's status (Kueue's condition types)."""
-
-    name: str
-    resource_version: str = ""
-    reserved: bool = False  # QuotaReserved
-    admitted: bool = False  # Admitted: quota reserved and every admission check ready
-    evicted: str = ""  # the Evicted condition's reason while it is True
-    evicted_message: str = ""
-    finished: bool = False
-    pending_message: str = ""  # why Kueue has not reserved quota yet (QuotaReserved False)
-    pods: int = 0  # the sample pods it asks quota for (its podSets' counts)
-    conditions: tuple[Mapping[str, Any], ...] = ()
-
-    @property
-    def runs(self) -> bool:
-        """The run may have pods: admitted and not being evicted."""
-        return self.admitted and self.reserved and not self.evicted
-
-
 def workload_name(run: str, uid: str) -> str:
     """Unique per run instance: a run recreated under the same name never adopts the old Workload."""
     return n.dns_label("gdpvalrun", run, uid[:5])
-
-
-def _condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == kind), None)
-
-
-def _true(conditions: Sequence[Mapping[str, Any]], kind: str) -> bool:
-    cond = _condition(conditions, kind)
-    return bool(cond and cond.get("status") == "True")
-
-
-def parse_workload(body: Mapping[str, Any]) -> WorkloadView:
-    status = body.get("status") or {}
-    conditions = list(status.get("conditions") or [])
-    evicted = _condition(conditions, "Evicted")
-    evicted_true = evicted is not None and evicted.get("status") == "True"
-    reserved = _condition(conditions, "QuotaReserved")
-    return WorkloadView(
-        name=body.get("metadata", {}).get("name", ""),
-        resource_version=body.get("metadata", {}).get("resourceVersion", ""),
-        reserved=_true(conditions, "QuotaReserved") and status.get("admission") is not None,
-        admitted=_true(conditions, "Admitted"),
-        evicted=(evicted.get("reason") or "Evicted") if evicted is not None and evicted_true else "",
-        evicted_message=(evicted.get("message") or "") if evicted is not None and evicted_true else "",
-        finished=_true(conditions, "Finished"),
-        pending_message=(reserved.get("message") or "") if reserved and reserved.get("status") != "True" else "",
-        conditions=tuple(conditions),
-        pods=sum(int(ps.get("count") or 0) for ps in (body.get("spec") or {}).get("podSets") or []),
-    )
 
 
 def pods_wanted(spec: GdpvalRunSpec) -> int:
@@ -163,7 +98,7 @@ def workload_manifest(ctx: RunContext, queueing: Queueing, priority: int | None 
 def _set(conditions: list[dict[str, Any]], kind: str, status: bool, reason: str, message: str, now: float) -> None:
     """Kueue's SetStatusCondition: the transition time moves only when the status flips."""
     value = "True" if status else "False"
-    old = _condition(conditions, kind)
+    old = condition(conditions, kind)
     since = old.get("lastTransitionTime") if old and old.get("status") == value else iso(now)
     new = {"type": kind, "status": value, "reason": reason, "message": message[:32768], "lastTransitionTime": since}
     conditions[:] = [c for c in conditions if c.get("type") != kind] + [new]

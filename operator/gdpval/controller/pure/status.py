@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from gdpval.controller.pure.api import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
+from gdpval.api.v1alpha1 import Condition, GdpvalRunSpec, GdpvalRunStatus, Tokens
 from gdpval.controller.pure.decide import held, spent
 from gdpval.controller.pure.observe import iso
 from gdpval.controller.pure.policy import suspended_since

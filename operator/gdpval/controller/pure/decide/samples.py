@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from gdpval.api.v1alpha1 import GdpvalRunSpec
 from gdpval.budget import Spend, run_limit_reached
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.api import GdpvalRunSpec
 from gdpval.controller.pure.decide.outage import open_since, outage_step
 from gdpval.controller.pure.decide.suspend import pause, queue_ahead, queued, suspended_now
 from gdpval.controller.pure.ledger import Entry, Ledger, Outcome, first_attempt
