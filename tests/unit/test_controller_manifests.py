@@ -14,6 +14,7 @@ from gdpval.api.v1alpha1 import POD_DEFAULTS_ENV, QUANTITY_REGEX, PodDefaults
 from gdpval.controller.effects.worker import Defaults
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
+from gdpval.controller.pure import network as net
 from gdpval.settings import RunSettings
 from support.run_context import ctx
 
@@ -229,7 +230,7 @@ def test_network_off_allows_the_two_endpoints_by_address_and_no_dns():
     assert policy["metadata"]["name"] == n.network_policy_name("demo")
     assert egress_of(policy) == [(["10.250.0.1/32"], [8000]), (["10.250.0.1/32"], [9000])]
     pod = m.sample_pod(ctx(), "t1-r0", 1, resolved={})["spec"]
-    assert (pod["dnsPolicy"], pod["dnsConfig"], pod["hostAliases"]) == ("None", {"nameservers": [m.NO_RESOLVER]}, [])
+    assert (pod["dnsPolicy"], pod["dnsConfig"], pod["hostAliases"]) == ("None", {"nameservers": [net.NO_RESOLVER]}, [])
 
 
 NAMED = {"model": {"name": "m", "baseURL": "https://models.example.com/v1"}, "output": {"url": "s3://b/p", "endpoint": "http://minio.internal:9000"}}
@@ -276,7 +277,7 @@ def test_named_endpoints_are_allowed_by_their_resolved_addresses_only():
         output={"url": "s3://b/p", "endpoint": "http://minio.internal:9000"},
         sandbox={"allowedEgress": [{"to": [{"ipBlock": {"cidr": "1.2.3.0/24"}}]}]},
     )
-    assert m.hosts_to_resolve(c.spec) == ["minio.internal", "models.example.com"]
+    assert net.hosts_to_resolve(c.spec) == ["minio.internal", "models.example.com"]
     resolved = {"models.example.com": ["2001:db8::7", "192.0.2.7", "192.0.2.7"], "minio.internal": ["10.0.0.9"]}
     egress = egress_of(m.network_policy(c, resolved))
     assert egress[1:3] == [(["192.0.2.7/32", "2001:db8::7/128"], [443]), (["10.0.0.9/32"], [9000])]
@@ -288,8 +289,8 @@ def test_named_endpoints_are_allowed_by_their_resolved_addresses_only():
 
 def test_default_endpoints_are_openai_and_aws():
     c = ctx(model={"name": "m"}, output={"url": "s3://b/p"})
-    assert m.endpoints(c.spec) == [m.Endpoint("api.openai.com", 443), m.Endpoint("s3.amazonaws.com", 443)]
-    assert m.Endpoint.of("http://[2001:db8::1]/v1") == m.Endpoint("2001:db8::1", 80) and m.Endpoint("2001:db8::1", 80).address == "2001:db8::1"
+    assert net.endpoints(c.spec) == [net.Endpoint("api.openai.com", 443), net.Endpoint("s3.amazonaws.com", 443)]
+    assert net.Endpoint.of("http://[2001:db8::1]/v1") == net.Endpoint("2001:db8::1", 80) and net.Endpoint("2001:db8::1", 80).address == "2001:db8::1"
 
 
 def test_network_on_reaches_anything_but_the_metadata_addresses():

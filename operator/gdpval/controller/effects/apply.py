@@ -22,7 +22,7 @@ from gdpval.controller.effects.fanout import fan_out, in_background
 from gdpval.controller.effects.kube import Kube
 from gdpval.controller.effects.memory import Refusals, RunMemory
 from gdpval.controller.effects.resolve import Resolver, resolve_hosts
-from gdpval.controller.pure import manifests, queue
+from gdpval.controller.pure import manifests, network, queue
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.ledger import encode_cluster, split
 from gdpval.controller.pure.manifests import RunContext, judge_job
@@ -146,7 +146,7 @@ class Effects:
     def _ensure_network_policy(self, ctx: RunContext, plan: Plan) -> dict[str, list[str]]:
         """The policy by address: endpoint names are resolved here (and returned: sample pods are built from the same
         addresses), and one that does not resolve is named in an Event."""
-        resolved, missing = self.resolve(manifests.hosts_to_resolve(ctx.spec))
+        resolved, missing = self.resolve(network.hosts_to_resolve(ctx.spec))
         self.kube.ensure_network_policy(manifests.network_policy(ctx, resolved))
         for host in missing:
             message = f"endpoint host {host!r} did not resolve: network-off sample pods cannot reach it; fix the URL or add spec.sandbox.allowedEgress"

@@ -1,4 +1,5 @@
-"""Pure builders for every object the operator creates: Jobs, sample Pods, NetworkPolicy, Secret, Events.
+"""Pure builders for every object the operator creates: Jobs, sample Pods, NetworkPolicy, Secret, Events
+(what the sample pods may reach is decided in `network`).
 
 All pods meet the `restricted` Pod Security Standard and never mount a service-account token.
 The sandbox container gets no credential: the model API key reaches only the agent container, the
@@ -8,19 +9,18 @@ own tool-server token, as a file from the run's token Secret.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from kubernetes.utils import parse_quantity
 
 from gdpval import contract as c
 from gdpval.api.v1alpha1 import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
 from gdpval.controller.pure import names as n
+from gdpval.controller.pure import network as net
 from gdpval.render.limits import RenderLimits
 from gdpval.settings import RunSettings, SandboxSettings, tmpfs_sizes
 from gdpval.storage import layout
@@ -59,13 +59,6 @@ SAMPLE_CONTAINERS = ("stage", "sandbox", "agent")
 # request, or they are BestEffort (cgroup v1 cpu.shares 2: a prepare Job once ran 10 minutes on 1 s of CPU beside
 # other pods), and a memory limit well above what they hold (the tasks' parquet, then one file at a time).
 DEFAULT_JOB_RESOURCES = Resources(requests={"cpu": "200m", "memory": "256Mi"}, limits={"memory": "2Gi"})
-
-# Cloud metadata services (instance credentials) answer on link-local addresses: no sample pod
-# reaches them, whatever spec.sandbox.network says.
-METADATA_BLOCKS = {"0.0.0.0/0": ["169.254.0.0/16"], "::/0": ["fe80::/10", "fd00:ec2::254/128"]}
-# A network-off pod whose endpoints are all pinned in /etc/hosts has no DNS: its policy opens no
-# resolver, and its resolv.conf names one that answers nothing (the API requires one).
-NO_RESOLVER = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -390,56 +383,7 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
     }
     meta = ctx.metadata(n.sample_pod_name(ctx.name, sample_id, attempt), n.COMPONENT_SAMPLE, extra_labels)
     meta["annotations"][n.A_SAMPLE_ID] = sample_id
-    refs_ro = {"name": "references", "mountPath": c.REFERENCES, "readOnly": True}
-    workspace = {"name": "workspace", "mountPath": c.WORKSPACE}
-    scratch = {"name": "scratch", "mountPath": c.SCRATCH}
-    home = {"name": "HOME", "value": c.SCRATCH}
-    stage = _container(
-        ctx,
-        "stage",
-        ctx.agent_image,
-        ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES],
-        res["stage"],
-        env=[*s3_env(ctx), home],
-        volumeMounts=[{"name": "references", "mountPath": c.REFERENCES}, scratch],
-    )
-    listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
-    sandbox = _container(
-        ctx,
-        "sandbox",
-        ctx.sandbox_image,
-        ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.WORKSPACE, "--token-file", c.TOKEN_FILE],
-        res["sandbox"],
-        read_only=False,
-        restartPolicy="Always",
-        workingDir=c.WORKSPACE,
-        volumeMounts=[
-            workspace,
-            refs_ro,
-            {"name": "sandbox-tmp", "mountPath": c.SCRATCH},
-            {"name": "sandbox-shm", "mountPath": "/dev/shm"},
-            {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
-        ],
-    )
-    token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
-    hold = {"name": c.OUTAGE_HOLD_ENV, "value": str(ctx.spec.samples.outage_hold_seconds)}
-    agent_env = [token_env, *s3_env(ctx), home, hold]
-    key = ctx.spec.model.api_key_secret_ref
-    if key:
-        agent_env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
-    go = ["--go", c.GO_FILE] if ahead else []
-    go_mount = [{"name": "go", "mountPath": c.GO_DIR, "readOnly": True}] if ahead else []
-    agent = _container(
-        ctx,
-        "agent",
-        ctx.agent_image,
-        ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL, *go],
-        res["agent"],
-        env=agent_env,
-        volumeMounts=[workspace, refs_ro, scratch, *go_mount],
-    )
-    if ahead:
-        agent["startupProbe"] = ready_probe(ctx.spec)
+    agent = _agent(ctx, res["agent"], sample_id, attempt, ahead)
     volumes = _volumes(ctx)
     if ahead:
         meta["annotations"][n.A_GO] = ""
@@ -448,20 +392,58 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
     spec = _pod_spec(ctx, [agent], volumes, sample=True)
     # The sandbox first and without a startup probe, so the tool server boots while `stage` copies the
     # references; the agent waits for its health itself (bounded, naming the sandbox when it never answers).
-    spec["initContainers"] = [sandbox, stage]
+    spec["initContainers"] = [_sandbox(ctx, res["sandbox"]), _stage(ctx, res["stage"], sample_id)]
     deadline = pod_deadline(ctx.spec)
     if deadline and not ahead:
         spec["activeDeadlineSeconds"] = deadline
     spec["terminationGracePeriodSeconds"] = 30
-    pinned = pinned_hosts(ctx.spec, resolved)
-    if pinned is not None:
-        by_address: dict[str, list[str]] = {}
-        for host, addresses in sorted(pinned.items()):
-            for address in addresses:
-                by_address.setdefault(address, []).append(host)
-        spec["hostAliases"] = [{"ip": ip, "hostnames": hosts} for ip, hosts in sorted(by_address.items())]
-        spec["dnsPolicy"], spec["dnsConfig"] = "None", {"nameservers": [NO_RESOLVER]}
+    spec |= net.pod_dns(ctx.spec, resolved)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+# Mounts and variables several containers share; each container gets copies (`{**X}`), never the object.
+REFERENCES_RO = {"name": "references", "mountPath": c.REFERENCES, "readOnly": True}
+WORKSPACE = {"name": "workspace", "mountPath": c.WORKSPACE}
+SCRATCH = {"name": "scratch", "mountPath": c.SCRATCH}
+HOME = {"name": "HOME", "value": c.SCRATCH}
+
+
+def _stage(ctx: RunContext, res: Resources, sample_id: str) -> dict[str, Any]:
+    """The init container that copies the sample's reference files from S3."""
+    command = ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES]
+    mounts = [{"name": "references", "mountPath": c.REFERENCES}, {**SCRATCH}]
+    return _container(ctx, "stage", ctx.agent_image, command, res, env=[*s3_env(ctx), {**HOME}], volumeMounts=mounts)
+
+
+def _sandbox(ctx: RunContext, res: Resources) -> dict[str, Any]:
+    """The tool server, a native sidecar: no credential, only its own token as a file."""
+    listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
+    mounts = [
+        {**WORKSPACE},
+        {**REFERENCES_RO},
+        {"name": "sandbox-tmp", "mountPath": c.SCRATCH},
+        {"name": "sandbox-shm", "mountPath": "/dev/shm"},
+        {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
+    ]
+    command = ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.WORKSPACE, "--token-file", c.TOKEN_FILE]
+    return _container(ctx, "sandbox", ctx.sandbox_image, command, res, read_only=False, restartPolicy="Always", workingDir=c.WORKSPACE, volumeMounts=mounts)
+
+
+def _agent(ctx: RunContext, res: Resources, sample_id: str, attempt: int, ahead: bool) -> dict[str, Any]:
+    """The agent: the model's key, S3's credentials and the sandbox's token; started ahead, it waits for its go file."""
+    token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
+    hold = {"name": c.OUTAGE_HOLD_ENV, "value": str(ctx.spec.samples.outage_hold_seconds)}
+    env = [token_env, *s3_env(ctx), {**HOME}, hold]
+    key = ctx.spec.model.api_key_secret_ref
+    if key:
+        env.insert(0, {"name": c.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
+    go = ["--go", c.GO_FILE] if ahead else []
+    go_mount = [{"name": "go", "mountPath": c.GO_DIR, "readOnly": True}] if ahead else []
+    command = ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL, *go]
+    agent = _container(ctx, "agent", ctx.agent_image, command, res, env=env, volumeMounts=[{**WORKSPACE}, {**REFERENCES_RO}, {**SCRATCH}, *go_mount])
+    if ahead:
+        agent["startupProbe"] = ready_probe(ctx.spec)
+    return agent
 
 
 def ready_probe(spec: GdpvalRunSpec) -> dict[str, Any]:
@@ -487,78 +469,10 @@ def go_patch(spec: GdpvalRunSpec, age: float) -> dict[str, Any]:
     return patch
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """A server a network-off sample pod must reach: the model or S3."""
-
-    host: str
-    port: int
-
-    @classmethod
-    def of(cls, url: str) -> Endpoint:
-        parts = urlsplit(url)
-        return cls(parts.hostname or "", parts.port or (80 if parts.scheme == "http" else 443))
-
-    @property
-    def address(self) -> str | None:
-        """The host itself when the URL names an IP address (nothing to resolve)."""
-        try:
-            return str(ipaddress.ip_address(self.host))
-        except ValueError:
-            return None
-
-
-def endpoints(spec: GdpvalRunSpec) -> list[Endpoint]:
-    """The model's and S3's endpoints, with the defaults the pods use when the spec names none."""
-    return [Endpoint.of(spec.model.base_url or "https://api.openai.com/v1"), Endpoint.of(spec.output.endpoint or "https://s3.amazonaws.com")]
-
-
-def hosts_to_resolve(spec: GdpvalRunSpec) -> list[str]:
-    """Endpoint host names the controller resolves before it builds the NetworkPolicy (a policy matches addresses only)."""
-    return sorted({e.host for e in endpoints(spec) if e.address is None})
-
-
-def pinned_hosts(spec: GdpvalRunSpec, resolved: Mapping[str, list[str]] | None) -> dict[str, list[str]] | None:
-    """The host names a network-off sample pod needs with their addresses, for its /etc/hosts, so that it needs
-    no DNS, which the model's commands (sharing the pod's network with the agent) could otherwise use as a
-    channel out. None where DNS must stay: the network on, egress the run opens itself (spec.sandbox.allowedEgress,
-    which may be by name), S3 left to AWS's defaults (its bucket names are virtual hosts), a name that did not resolve."""
-    if spec.sandbox.network or spec.sandbox.allowed_egress or not spec.output.endpoint or resolved is None:
-        return None
-    hosts = hosts_to_resolve(spec)
-    if not all(resolved.get(host) for host in hosts):
-        return None
-    return {host: sorted(set(resolved[host])) for host in hosts}
-
-
-def _endpoint_rule(endpoint: Endpoint, resolved: Mapping[str, list[str]]) -> dict[str, Any] | None:
-    """Egress to one endpoint's addresses on its port; None when its name did not resolve (nothing is opened)."""
-    addresses = [endpoint.address] if endpoint.address else resolved.get(endpoint.host, [])
-    if not addresses:
-        return None
-    blocks = [{"ipBlock": {"cidr": f"{ip}/{ipaddress.ip_address(ip).max_prefixlen}"}} for ip in sorted(set(addresses))]
-    return {"to": blocks, "ports": [{"protocol": "TCP", "port": endpoint.port}]}
-
-
 def network_policy(ctx: RunContext, resolved: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
-    """The egress of a run's sample pods; no ingress. `resolved` maps endpoint host names to their addresses.
-
-    Network off: the model and the S3 endpoint by address and port (the agent shares the pod's
-    network with the sandbox), DNS unless the pods pin those names (pinned_hosts), plus
-    spec.sandbox.allowedEgress. Network on: anywhere except the link-local metadata addresses. Both
-    hold where the CNI enforces NetworkPolicy.
-    """
+    """The egress of a run's sample pods (see network.egress); no ingress. `resolved` maps endpoint host names
+    to their addresses. It holds where the CNI enforces NetworkPolicy."""
     network = ctx.spec.sandbox.network
-    if network:
-        egress: list[dict[str, Any]] = [{"to": [{"ipBlock": {"cidr": cidr, "except": out}} for cidr, out in METADATA_BLOCKS.items()]}]
-    else:
-        dns = {
-            "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        }
-        rules = [_endpoint_rule(e, resolved or {}) for e in endpoints(ctx.spec)]
-        resolver = [] if pinned_hosts(ctx.spec, resolved or {}) is not None else [dns]
-        egress = [*resolver, *(r for r in rules if r), *ctx.spec.sandbox.allowed_egress]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -567,7 +481,7 @@ def network_policy(ctx: RunContext, resolved: Mapping[str, list[str]] | None = N
             "podSelector": {"matchLabels": {n.L_RUN_UID: ctx.uid, n.L_COMPONENT: n.COMPONENT_SAMPLE}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
-            "egress": egress,
+            "egress": net.egress(ctx.spec, resolved),
         },
     }
 
