@@ -150,7 +150,7 @@ def run(
 
     from gdpval.agent.client import make_client
     from gdpval.agent.client import preflight as check_endpoint
-    from gdpval.fakemodel.server import FakeModelConfig
+    from gdpval.fakemodel.model import FakeModelConfig
     from gdpval.runner.local import LocalOptions, LocalRunner, choose_runtime, pending, runtime_notes
     from gdpval.runner.prepare import load_and_plan, save_or_resume
     from gdpval.runner.progress import Progress, Tally

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from gdpval.fakemodel.server import SCRIPT_BODY_FIELD, start_background
+from gdpval.fakemodel.model import SCRIPT_BODY_FIELD
+from gdpval.fakemodel.server import start_background
 from gdpval.storage import layout
 from support.office_task import FILES, STEPS
 from support.operator import operator_namespace, project_images, result_keys, run_folder

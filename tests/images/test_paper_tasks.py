@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.fakemodel.server import SCRIPT_BODY_FIELD
+from gdpval.fakemodel.model import SCRIPT_BODY_FIELD
 from gdpval.storage import layout
 from support.attacks import Run
 from support.cli import gdpval, run_args

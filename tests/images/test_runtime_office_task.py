@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gdpval.fakemodel.server import SCRIPT_BODY_FIELD
+from gdpval.fakemodel.model import SCRIPT_BODY_FIELD
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from support.attacks import Run

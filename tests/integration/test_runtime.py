@@ -12,7 +12,7 @@ import pytest
 
 from gdpval.dataset.models import DatasetRef
 from gdpval.errors import GdpvalError
-from gdpval.fakemodel.server import FakeModelConfig
+from gdpval.fakemodel.model import FakeModelConfig
 from gdpval.manifest import RunRecord
 from gdpval.runner.local import choose_runtime, runtime_notes
 from gdpval.sandbox import runtime

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gdpval.fakemodel.server import SCRIPT_BODY_FIELD, start_background
+from gdpval.fakemodel.model import SCRIPT_BODY_FIELD
+from gdpval.fakemodel.server import start_background
 from support.attacks import CANARIES, Run
 from support.cli import GDPVAL
 from support.standins import make_standin_dataset

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gdpval.fakemodel.server import FakeModel, FakeModelConfig, Reply
+from gdpval.fakemodel.model import FakeModel, FakeModelConfig, Reply
 from gdpval.judge import wire
 from support.polling import wait_until
 

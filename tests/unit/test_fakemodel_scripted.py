@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gdpval.fakemodel import script
-from gdpval.fakemodel.server import SCRIPT_BODY_FIELD, FakeModel, FakeModelConfig
+from gdpval.fakemodel.model import SCRIPT_BODY_FIELD, FakeModel, FakeModelConfig
 
 STEPS = [{"bash": "id"}, {"python_exec": "print(1)"}]
 

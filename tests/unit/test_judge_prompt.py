@@ -6,7 +6,7 @@ import base64
 import json
 
 from gdpval.fakemodel import judge as fake_judge
-from gdpval.fakemodel.server import FakeModel, FakeModelConfig, request_hash
+from gdpval.fakemodel.model import FakeModel, FakeModelConfig, request_hash
 from gdpval.judge import prompt, wire
 from gdpval.judge.convert import View
 from gdpval.judge.models import check_reply, parse_rubric
