@@ -210,3 +210,44 @@ def test_the_run_json_rule_can_fail():
     assert run_json_readers(reads) == ["gdpval.judge.run uses layout.run_json"]
     named = {**SOURCES, "gdpval.report.records": "from gdpval.storage.layout import RUN_JSON\n"}
     assert run_json_readers(named) == ["gdpval.report.records uses layout.RUN_JSON"]
+
+
+# Rooms with rules of their own: the controller's pure part is the controller's (the API is gdpval.api);
+# the tool server is copied alone into images, so it imports nothing of the package; the controller's
+# shared types sit near its bottom; the two judges share gdpval.judge.request, never each other.
+TOOLSERVER = "gdpval.sandbox.toolserver"
+TYPES = "gdpval.controller.types"
+TYPES_MAY_REACH = {f"gdpval.controller.pure.{name}" for name in ("ledger", "observe", "workload", "names")}
+JUDGES = ("gdpval.judge.run", "gdpval.judge.pairwise")
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = [
+        f"{m} -> {name} (only the controller imports controller.pure)"
+        for m, imported in sorted(graph.items())
+        if not _within(m, "gdpval.controller")
+        for name in sorted(imported)
+        if _within(name, "gdpval.controller.pure")
+    ]
+    found += [f"{TOOLSERVER} -> {name} (the tool server runs alone)" for name in sorted(graph[TOOLSERVER])]
+    reach = {name for name in _reach(graph, TYPES) if _within(name, "gdpval.controller")}
+    found += [f"{TYPES} reaches {name} (types sit low)" for name in sorted(reach - TYPES_MAY_REACH)]
+    found += [f"{a} -> {b} (judges share gdpval.judge.request)" for a in JUDGES for b in JUDGES if b in graph[a]]
+    return found
+
+
+def test_the_rooms_keep_their_rules():
+    assert {TOOLSERVER, TYPES, *JUDGES, *TYPES_MAY_REACH} <= set(GRAPH), "a module was renamed: update the room rules"
+    assert room_violations(GRAPH) == []
+
+
+def test_the_room_rules_can_fail():
+    def adding(module: str, name: str) -> list[str]:
+        return room_violations({**GRAPH, module: GRAPH[module] | {name}})
+
+    assert adding("gdpval.report.cli", "gdpval.controller.pure.names") == [
+        "gdpval.report.cli -> gdpval.controller.pure.names (only the controller imports controller.pure)"
+    ]
+    assert adding(TOOLSERVER, "gdpval.contract") == [f"{TOOLSERVER} -> gdpval.contract (the tool server runs alone)"]
+    assert f"{TYPES} reaches gdpval.controller.pure.manifests (types sit low)" in adding("gdpval.controller.pure.observe", "gdpval.controller.pure.manifests")
+    assert adding("gdpval.judge.pairwise", "gdpval.judge.run") == ["gdpval.judge.pairwise -> gdpval.judge.run (judges share gdpval.judge.request)"]

@@ -77,21 +77,9 @@ def judge_command(
     if (against or only_failed or best_of_n) and method is Method.rubric:
         raise GdpvalError("--against, --only-failed and --best-of-n are for pairwise judging: add --method pairwise")
 
-    try:
-        settings = JudgeSettings(model=judge_model, base_url=judge_base_url, concurrency=concurrency, tries=tries, method=method.value)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        raise GdpvalError(f"{FLAGS.get(str(problem['loc'][0]), 'judge settings')}: {problem['msg']}") from None
-    if not judge_api_key_env.isidentifier():
-        raise GdpvalError(f"--judge-api-key-env {judge_api_key_env!r} must be the name of an environment variable, not a key")
-    key = os.environ.get(judge_api_key_env)
-    if key is None and judge_api_key_env != KEY_ENV:
-        raise GdpvalError(f"--judge-api-key-env {judge_api_key_env}: that environment variable is not set; set it to the judge's API key")
-    try:
-        where = OutputSettings(url=output, endpoint=s3_endpoint, region=s3_region)
-    except ValidationError as exc:
-        raise GdpvalError(f"--output/--s3-*: {exc.errors()[0]['msg']}") from None
-    storage = open_storage(where)
+    settings = _settings(judge_model, judge_base_url, concurrency, tries, method)
+    key = _key(judge_api_key_env)
+    storage = open_storage(_where(output, s3_endpoint, s3_region))
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
@@ -103,6 +91,32 @@ def judge_command(
     if method is not Method.rubric:
         summary["pairwise"] = _pairwise(storage, run_name, client, options, against, only_failed, seed, best_of_n)
     print(json.dumps(summary))
+
+
+def _settings(model: str, base_url: str, concurrency: int, tries: int, method: Method) -> JudgeSettings:
+    """The flags as the judge's settings, an invalid one named by its flag."""
+    try:
+        return JudgeSettings(model=model, base_url=base_url, concurrency=concurrency, tries=tries, method=method.value)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise GdpvalError(f"{FLAGS.get(str(problem['loc'][0]), 'judge settings')}: {problem['msg']}") from None
+
+
+def _key(env: str) -> str | None:
+    """The judge's API key from the variable named; a key given in place of the name is refused, never echoed."""
+    if not env.isidentifier():
+        raise GdpvalError(f"--judge-api-key-env {env!r} must be the name of an environment variable, not a key")
+    key = os.environ.get(env)
+    if key is None and env != KEY_ENV:
+        raise GdpvalError(f"--judge-api-key-env {env}: that environment variable is not set; set it to the judge's API key")
+    return key
+
+
+def _where(output: str, endpoint: str | None, region: str | None) -> OutputSettings:
+    try:
+        return OutputSettings(url=output, endpoint=endpoint, region=region)
+    except ValidationError as exc:
+        raise GdpvalError(f"--output/--s3-*: {exc.errors()[0]['msg']}") from None
 
 
 def _rubric(storage, run_name: str, client, options) -> dict:

@@ -22,6 +22,7 @@ other signal they send; it reaps the orphans they leave. Requests are served by 
 up front, so a command that exhausts the process limit does not leave the server unable to answer.
 """
 
+# long: one file on purpose, copied alone into images and sandboxes and run by their python (stdlib only)
 from __future__ import annotations
 
 import argparse
