@@ -60,5 +60,7 @@ EXIT_UNFINISHED = 3
 # operator holds the attempt (condition ModelUnavailable) and starts it again, same number, once
 # the endpoint answers. EX_TEMPFAIL of sysexits.h.
 EXIT_MODEL_UNAVAILABLE = 75
+# `gdpval judge --require-consistency`: the judge's two orders disagreed too often for its estimate to stand.
+EXIT_JUDGE_UNRELIABLE = 5
 OUTAGE_HOLD_ENV = "GDPVAL_OUTAGE_HOLD_SECONDS"
 OUTAGE_HOLD_SECONDS = 300.0

@@ -10,9 +10,10 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
+from gdpval.contract import EXIT_JUDGE_UNRELIABLE
 from gdpval.fakemodel.server import start_background
 from gdpval.judge.store import load_pair_results
-from gdpval.judge.verdicts import PAIRWISE_LABEL
+from gdpval.judge.verdicts import PAIRWISE_LABEL, UNRELIABLE
 from gdpval.sandbox import runtime
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
@@ -93,3 +94,26 @@ def test_the_report_shows_the_estimate_consistency_readiness_and_the_pages_the_j
     embedded = [base64.b64decode(data) for data in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
     assert embedded and all(png == storage.get_bytes(p.key) for png, p in zip(embedded, ours, strict=False))
     assert stress.GOLD_MARK not in page  # the gold's pages are linked (judge-only), never embedded
+
+
+@pytest.mark.parametrize(("prefers", "biased"), [("first", True), (f"text:{stress.GOLD_MARK}", False), (f"not-text:{stress.GOLD_MARK}", False)])
+def test_a_position_biased_judge_is_labelled_unreliable_everywhere_and_fails_when_consistency_is_required(out, dataset, tmp_path, prefers, biased):
+    """Always-first scores 100 % by the tie rule: the CLI, the report and the best-of-N info say it is meaningless, and
+    --require-consistency fails the command; judges that always pick the experts' or the model's set are not labelled."""
+    storage = LocalStorage(out)
+    make_run(storage, dataset, RUN, 3, repeats=2)
+    with start_background(model="judge", judge_prefers=prefers) as server:
+        done = gdpval(*judge_args(out, server, tmp_path, "--best-of-n", "--require-consistency"))
+    assert done.returncode == (EXIT_JUDGE_UNRELIABLE if biased else 0), done.stderr[-2000:]
+    summary = json.loads(done.stdout)["pairwise"]
+    assert summary["reliability"] == (UNRELIABLE if biased else "")
+    assert summary["inconsistent_rate"] == (1.0 if biased else 0.0) and summary["failed_rate"] == 0.0
+    (headline,) = [line for line in done.stderr.splitlines() if line.startswith("pairwise ")]
+    assert "orders disagreed on" in headline and (UNRELIABLE in headline) == biased, headline
+    assert (f"--require-consistency: the pairwise estimate is {UNRELIABLE}" in done.stderr) == biased
+    info = json.loads(storage.get_text(layout.package_info(layout.best_of_n_package(RUN))))
+    assert info["best_of_n"]["judge_reliability"] == (UNRELIABLE if biased else "")
+    reported = gdpval("report", "--output", str(out), "--run-name", RUN)
+    assert reported.returncode == 0, reported.stderr[-2000:]
+    page = (out / layout.report(RUN)).read_text()
+    assert (f"<b>{UNRELIABLE}</b>" in page) == biased and "the two orders disagreed on" in page

@@ -20,7 +20,7 @@ from gdpval.controller.types import Observed, Submission
 from gdpval.judge import LABEL
 from gdpval.judge.models import JudgeResults, SampleScore
 from gdpval.judge.store import write_results
-from gdpval.judge.verdicts import PAIRWISE_LABEL, PairResults, PairScore
+from gdpval.judge.verdicts import PAIRWISE_LABEL, UNRELIABLE, PairResults, PairScore
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from support.fake_kube import FakeKube
@@ -152,12 +152,15 @@ def test_pairwise_totals_land_in_status_judge(tmp_path):
     assert estimate.state == "Succeeded" and estimate.score is None and estimate.label == PAIRWISE_LABEL
     observed = assembled(spec=spec(judge=pairwise), jobs={"judge": job("judge", succeeded=True)}, judge=estimate)
     plan = decide(observed)
-    assert plan.state == "Succeeded" and "wins-or-ties 66.7%, 95% interval" in plan.message and PAIRWISE_LABEL in plan.message
+    assert plan.state == "Succeeded" and "wins-or-ties 66.7% (95% interval" in plan.message and PAIRWISE_LABEL in plan.message
     wire = build_status(observed, plan).model_dump(mode="json", by_alias=True)["judge"]
     totals = wire["pairwise"]
     assert (totals["wins"], totals["ties"], totals["losses"], totals["inconsistent"], totals["failed"]) == (1, 1, 1, 1, 1)
     assert totals["winsOrTies"] == 0.6667 and totals["intervalLow"] <= 0.6667 <= totals["intervalHigh"]
     assert totals["resultsURI"].endswith("runs/run/judge/pairwise/gold/results.json") and wire["method"] == "pairwise"
+    # one of the three pairs judged in both orders disagreed: over the 30 % limit, so status says the estimate is unreliable
+    assert (totals["inconsistentRate"], totals["failedRate"], totals["reliability"]) == (0.3333, 0.25, UNRELIABLE)
+    assert f"orders disagreed on 33.3%, failed 25.0%; {UNRELIABLE}" in plan.message
 
 
 def test_both_methods_need_both_results(tmp_path):

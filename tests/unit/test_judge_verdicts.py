@@ -6,7 +6,7 @@ import pytest
 
 from gdpval.fakemodel.judge import check_preference, pairwise_choice
 from gdpval.judge import wire
-from gdpval.judge.verdicts import Consistency, PairResults, PairScore, Usage, best_of_n, bootstrap, combine, preference
+from gdpval.judge.verdicts import UNRELIABLE, Consistency, PairResults, PairScore, PairTotals, Usage, best_of_n, bootstrap, combine, headline, preference
 
 
 def score(task: str, verdict: str, repeat: int = 0, sector: str = "S", **extra) -> PairScore:
@@ -88,3 +88,15 @@ def test_the_scripted_pairwise_judge_reads_the_two_sets():
     assert pairwise_choice("content", sets) == pairwise_choice("content", {"A": "y", "B": "x GOLD"}).translate(str.maketrans("AB", "BA"))
     with pytest.raises(ValueError, match="judge preference"):
         check_preference("text:")
+
+
+def test_reliability_is_labelled_over_the_limit_only():
+    base = dict(task_id="t", sector="s", occupation="o", against="gold", judge_model="j")
+    tied = [PairScore(sample_id=f"i{i}", verdict="tie", inconsistent=True, **base) for i in range(3)]
+    won = [PairScore(sample_id=f"w{i}", verdict="win", **base) for i in range(7)]
+    assert PairTotals.of(tied + won).reliability == "" and PairTotals.of(tied + won).inconsistent_rate == 0.3  # at the limit: not over
+    over = PairTotals.of(tied + won[:6])
+    assert over.reliability == UNRELIABLE and UNRELIABLE in headline(over) and "orders disagreed on 33.3%" in headline(over)
+    assert PairTotals.of(tied + won, max_inconsistent=0.2).reliability == UNRELIABLE
+    nothing = PairTotals.of([PairScore(sample_id="f", verdict="failed", **base)])
+    assert (nothing.inconsistent_rate, nothing.failed_rate, nothing.reliability) == (None, 1.0, "")

@@ -347,6 +347,9 @@ class PairwiseEstimate(SettingsModel):
     wins_or_ties: float | None = Field(default=None, description="(wins + ties) over the judged pairs; empty when none was judged.")
     interval_low: float | None = Field(default=None, description="95% bootstrap interval of wins-or-ties over tasks (a task's repeats together).")
     interval_high: float | None = None
+    inconsistent_rate: float | None = Field(default=None, description="Share of the pairs judged in both orders whose orders disagreed.")
+    failed_rate: float | None = Field(default=None, description="Share of the samples whose judging failed.")
+    reliability: str = Field(default="", description="'position-biased: estimate unreliable' when the orders disagreed too often; else empty.")
     results_uri: str = Field(default="", alias="resultsURI", description="The pairwise results.json: per sample, sector, occupation, consistency.")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,7 +13,10 @@ from typing import Annotated, Optional
 import typer
 from pydantic import ValidationError
 
+from gdpval.contract import EXIT_JUDGE_UNRELIABLE as EXIT_UNRELIABLE
 from gdpval.errors import GdpvalError
+from gdpval.judge.usage import Prices
+from gdpval.judge.verdicts import MAX_INCONSISTENT, headline
 from gdpval.settings import DEFAULT_JUDGE_METHOD, JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -64,33 +68,50 @@ def judge_command(
         ),
     ] = False,
     cache_dir: Annotated[Path, typer.Option(help="Where the run's dataset is cached when a reference or gold file must come from it.")] = DEFAULT_CACHE,
+    max_inconsistency: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="Pairwise: over this share of judged pairs whose two orders disagree, the estimate is labelled unreliable."),
+    ] = MAX_INCONSISTENT,
+    require_consistency: Annotated[
+        bool, typer.Option("--require-consistency", help=f"Pairwise: exit {EXIT_UNRELIABLE} when the estimate is labelled unreliable (position-biased).")
+    ] = False,
 ) -> None:
     """Judge a run's deliverables with a judge model (rubric points, or wins-or-ties against the gold): a LOCAL ESTIMATE, not the official GDPval grade."""
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.judge.request import JudgeOptions
-    from gdpval.judge.usage import Prices
     from gdpval.storage import open_storage
 
-    if (price_prompt is None) != (price_completion is None):
-        raise GdpvalError("--price-prompt and --price-completion go together: give both, or neither")
-    if (against or only_failed or best_of_n) and method is Method.rubric:
-        raise GdpvalError("--against, --only-failed and --best-of-n are for pairwise judging: add --method pairwise")
-
+    pair = PairSettings.of(method, against, only_failed, seed, best_of_n, max_inconsistency)
     settings = _settings(judge_model, judge_base_url, concurrency, tries, method)
     key = _key(judge_api_key_env)
     storage = open_storage(_where(output, s3_endpoint, s3_region))
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
-    prices = Prices(price_prompt, price_completion) if price_prompt is not None and price_completion is not None else None
+    prices = _prices(price_prompt, price_completion)
     options = JudgeOptions(model=settings.model, concurrency=settings.concurrency, tries=settings.tries, cache_dir=cache_dir, prices=prices)
     summary: dict = {"run": run_name}
     if method is not Method.pairwise:
         summary |= _rubric(storage, run_name, client, options)
     if method is not Method.rubric:
-        summary["pairwise"] = _pairwise(storage, run_name, client, options, against, only_failed, seed, best_of_n)
+        summary["pairwise"] = _pairwise(storage, run_name, client, options, pair)
     print(json.dumps(summary))
+    _exit_unless_consistent(summary, require_consistency)
+
+
+def _prices(prompt: float | None, completion: float | None) -> Prices | None:
+    if (prompt is None) != (completion is None):
+        raise GdpvalError("--price-prompt and --price-completion go together: give both, or neither")
+    return Prices(prompt, completion) if prompt is not None and completion is not None else None
+
+
+def _exit_unless_consistent(summary: dict, required: bool) -> None:
+    """--require-consistency: a position-biased pairwise estimate fails the command, after its figures are written."""
+    reliability = summary.get("pairwise", {}).get("reliability")
+    if required and reliability:
+        print(f"--require-consistency: the pairwise estimate is {reliability} (exit {EXIT_UNRELIABLE})", file=sys.stderr)
+        raise typer.Exit(EXIT_UNRELIABLE)
 
 
 def _settings(model: str, base_url: str, concurrency: int, tries: int, method: Method) -> JudgeSettings:
@@ -144,7 +165,24 @@ def spend(usage) -> str:
     return f"judge calls {usage.calls} (+{usage.cached_calls} cached), tokens {usage.prompt_tokens}+{usage.completion_tokens}{cost}"
 
 
-def _pairwise(storage, run_name: str, client, options, against: str | None, only_failed: bool, seed: int, best_of_n: bool) -> dict:
+@dataclass(frozen=True)
+class PairSettings:
+    """The pairwise flags of `gdpval judge`."""
+
+    against: str | None
+    only_failed: bool
+    seed: int
+    best_of_n: bool
+    max_inconsistent: float
+
+    @classmethod
+    def of(cls, method: Method, against: str | None, only_failed: bool, seed: int, best_of_n: bool, max_inconsistent: float) -> PairSettings:
+        if (against or only_failed or best_of_n) and method is Method.rubric:
+            raise GdpvalError("--against, --only-failed and --best-of-n are for pairwise judging: add --method pairwise")
+        return cls(against, only_failed, seed, best_of_n, max_inconsistent)
+
+
+def _pairwise(storage, run_name: str, client, options, flags: PairSettings) -> dict:
     from gdpval.judge.inputs import Inputs
     from gdpval.judge.pairwise import PairOptions, judge_pairs
     from gdpval.records import load_record
@@ -153,21 +191,19 @@ def _pairwise(storage, run_name: str, client, options, against: str | None, only
         flags = "".join(f" ({f})" for f, on in (("reused", reused), ("inconsistent", score.inconsistent), ("no deliverable", score.no_deliverable)) if on)
         print(f"{score.sample_id}: {score.verdict}{flags}{' ' + score.error if score.verdict == 'failed' else ''}", file=sys.stderr, flush=True)
 
-    pair_options = PairOptions(options, against, only_failed, seed)
+    pair_options = PairOptions(options, flags.against, flags.only_failed, flags.seed, flags.max_inconsistent)
     inputs = Inputs(storage, load_record(storage, run_name), options.cache_dir)
     judged = judge_pairs(storage, run_name, client, pair_options, inputs, line)
     overall, usage = judged.results.overall, judged.results.usage
-    share = "none" if overall.wins_or_ties is None else f"{overall.wins_or_ties:.1%}"
-    interval = f" (95% interval {overall.interval.low:.1%}-{overall.interval.high:.1%})" if overall.interval else ""
     print(
-        f"pairwise {options.model!r} against {pair_options.against}: wins-or-ties {share}{interval}; {overall.wins} wins, {overall.ties} ties "
+        f"pairwise {options.model!r} against {pair_options.against}: {headline(overall, flags.max_inconsistent)}; {overall.wins} wins, {overall.ties} ties "
         f"({overall.inconsistent} inconsistent), {overall.losses} losses ({overall.no_deliverable} without deliverable), {overall.failed} failed "
         f"(left out); {spend(usage)}. "
         f"A {judged.results.label}. Results: {judged.uri}",
         file=sys.stderr,
     )
     summary = {"label": judged.results.label, "results": judged.uri, "reused": judged.reused, **overall.model_dump(), "usage": usage.model_dump()}
-    if best_of_n:
+    if flags.best_of_n:
         summary["best_of_n"] = _best_of_n(storage, run_name, judged.results)
     return summary
 
@@ -179,7 +215,7 @@ def _best_of_n(storage, run_name: str, results) -> str:
     from gdpval.submission.build import build_best_of_n
 
     best = {task: score.sample_id for task, score in best_of_n(results.samples).items()}
-    info = build_best_of_n(storage, run_name, best, results.judge_model, results.against)
+    info = build_best_of_n(storage, run_name, best, results.judge_model, results.against, results.overall.reliability)
     uri = storage.url(layout.best_of_n_package(run_name))
     print(f"best-of-{info.repeats} package ({info.counts.ready} of {info.counts.total} tasks ready): {uri}", file=sys.stderr)
     return uri

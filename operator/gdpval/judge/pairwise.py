@@ -30,7 +30,7 @@ from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage
-from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
+from gdpval.judge.verdicts import MAX_INCONSISTENT, Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
@@ -46,6 +46,7 @@ class PairOptions:
     against_run: str | None = None  # None: against the gold
     only_failed: bool = False
     seed: int = 0
+    max_inconsistent: float = MAX_INCONSISTENT  # over this share of disagreeing orders the estimate is labelled unreliable
 
     @property
     def against(self) -> str:
@@ -111,7 +112,7 @@ def judge_pairs(storage: Storage, run: str, client: openai.OpenAI, options: Pair
     with ThreadPoolExecutor(max_workers=options.judge.concurrency, thread_name_prefix="pairwise") as pool:
         outcomes = [o for o in pool.map(one, entries) if o is not None]
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    results = PairResults.of(run, options.against, options.judge.model, created, [s for s, _ in outcomes], options.seed)
+    results = PairResults.of(run, options.against, options.judge.model, created, [s for s, _ in outcomes], options.seed, options.max_inconsistent)
     key = layout.judge_pair_results(run, options.against)
     storage.put_text(key, results.model_dump_json(indent=2) + "\n")
     return JudgedPairs(results, storage.url(key), sum(1 for _, reused in outcomes if reused))

@@ -22,6 +22,10 @@ Preference = Literal["ours", "theirs", "tie"]  # which set a reply preferred: th
 Order = Literal["ours-first", "theirs-first"]
 RESAMPLES = 2000
 LEVEL = 0.95
+# A judge whose two orders disagree on more of the judged pairs than this prefers a position, not a set:
+# its wins-or-ties is then mostly ties by rule, and is labelled so wherever it is shown.
+MAX_INCONSISTENT = 0.3
+UNRELIABLE = "position-biased: estimate unreliable"
 
 
 class OrderReply(BaseModel):
@@ -110,22 +114,45 @@ class PairTotals(BaseModel):
     no_deliverable: int = 0
     wins_or_ties: float | None = None
     interval: Interval | None = None
+    inconsistent_rate: float | None = None  # over the pairs judged in both orders (not failed, not without deliverable)
+    failed_rate: float | None = None  # over all samples
+    reliability: str = ""  # UNRELIABLE when inconsistent_rate is over the run's limit
 
     @classmethod
-    def of(cls, scores: list[PairScore], seed: int = 0, resamples: int = RESAMPLES) -> PairTotals:
+    def of(cls, scores: list[PairScore], seed: int = 0, resamples: int = RESAMPLES, max_inconsistent: float = MAX_INCONSISTENT) -> PairTotals:
         counts = Counter(s.verdict for s in scores)
         counted = counts["win"] + counts["tie"] + counts["loss"]
+        judged = counted - sum(1 for s in scores if s.no_deliverable)
+        inconsistent = sum(1 for s in scores if s.inconsistent)
+        rate = round(inconsistent / judged, 4) if judged else None
         return cls(
             samples=len(scores),
             wins=counts["win"],
             ties=counts["tie"],
             losses=counts["loss"],
-            inconsistent=sum(1 for s in scores if s.inconsistent),
+            inconsistent=inconsistent,
             failed=counts["failed"],
             no_deliverable=sum(1 for s in scores if s.no_deliverable),
             wins_or_ties=round((counts["win"] + counts["tie"]) / counted, 4) if counted else None,
             interval=bootstrap(scores, seed, resamples),
+            inconsistent_rate=rate,
+            failed_rate=round(counts["failed"] / len(scores), 4) if scores else None,
+            reliability=UNRELIABLE if rate is not None and rate > max_inconsistent else "",
         )
+
+
+def _pct(value: float | None) -> str:
+    return "none" if value is None else f"{value:.1%}"
+
+
+def headline(totals: PairTotals, max_inconsistent: float = MAX_INCONSISTENT) -> str:
+    """Wins-or-ties as every surface shows it: never without how often the orders disagreed and how many pairs
+    failed, and labelled when the judge prefers a position."""
+    interval = f" (95% interval {totals.interval.low:.1%}-{totals.interval.high:.1%})" if totals.interval else ""
+    line = f"wins-or-ties {_pct(totals.wins_or_ties)}{interval}, orders disagreed on {_pct(totals.inconsistent_rate)}, failed {_pct(totals.failed_rate)}"
+    if totals.reliability:
+        line += f"; {totals.reliability} (the two orders disagreed on more than {max_inconsistent:.0%} of the judged pairs)"
+    return line
 
 
 def bootstrap(scores: list[PairScore], seed: int = 0, resamples: int = RESAMPLES) -> Interval | None:
@@ -213,22 +240,26 @@ class PairResults(BaseModel):
     consistency: Consistency
     usage: Usage
     samples: list[PairScore]
+    max_inconsistent: float = MAX_INCONSISTENT
 
     @classmethod
-    def of(cls, run_name: str, against: str, judge_model: str, created_at: str, scores: list[PairScore], seed: int = 0) -> PairResults:
+    def of(
+        cls, run_name: str, against: str, judge_model: str, created_at: str, scores: list[PairScore], seed: int = 0, max_inconsistent: float = MAX_INCONSISTENT
+    ) -> PairResults:
         def groups(field: str) -> dict[str, PairTotals]:
             names = sorted({getattr(s, field) for s in scores})
-            return {name: PairTotals.of([s for s in scores if getattr(s, field) == name], seed) for name in names}
+            return {name: PairTotals.of([s for s in scores if getattr(s, field) == name], seed, max_inconsistent=max_inconsistent) for name in names}
 
         return cls(
             run_name=run_name,
             against=against,
             judge_model=judge_model,
             created_at=created_at,
-            overall=PairTotals.of(scores, seed),
+            overall=PairTotals.of(scores, seed, max_inconsistent=max_inconsistent),
             by_sector=groups("sector"),
             by_occupation=groups("occupation"),
             consistency=Consistency.of(scores),
             usage=sum((s.usage for s in scores), Usage()),
             samples=scores,
+            max_inconsistent=max_inconsistent,
         )

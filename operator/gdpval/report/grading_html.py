@@ -74,9 +74,17 @@ def pairwise_html(run: str, shown: Pairwise) -> str:
         else "<p>No task has two or more repeats: no consistency figures.</p>"
     )
     seen = "".join(seen_html(run, s) for s in shown.seen)
+    unreliable = (
+        f'<p class="warn"><b>{e(o.reliability)}</b>: the judge\'s verdict changed with the order of the two sets on more than '
+        f"{p.max_inconsistent:.0%} of the pairs; such disagreements count as ties, so wins-or-ties says little about the deliverables.</p>"
+        if o.reliability
+        else ""
+    )
     return (
         f"<h3>Pairwise against {against}</h3>"
-        f'<p class="estimate"><b>wins or ties {_pct(o.wins_or_ties)}</b> (95% interval {interval(o)}), {e(p.label)}.</p>'
+        f'<p class="estimate"><b>wins or ties {_pct(o.wins_or_ties)}</b> (95% interval {interval(o)}), {e(p.label)}; '
+        f"the two orders disagreed on {_pct(o.inconsistent_rate)} of the judged pairs, {_pct(o.failed_rate)} failed.</p>"
+        f"{unreliable}"
         f'<p class="note">judge {e(p.judge_model)}: {o.wins} wins, {o.ties} ties ({o.inconsistent} inconsistent), {o.losses} losses '
         f"({o.no_deliverable} without deliverable), {o.failed} failed (left out); judge calls {u.calls} (+{u.cached_calls} cached), "
         f"tokens {u.prompt_tokens:,}+{u.completion_tokens:,}{cost}, apart from the agent's.</p>"

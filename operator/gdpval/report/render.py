@@ -31,7 +31,7 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccd;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #dde;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f1f3f7}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .figures{display:flex;flex-wrap:wrap;gap:.8em}.figure{border:1px solid #dde;border-radius:6px;padding:.5em .8em;min-width:9em}
-.figure b{display:block;font-size:1.4em}.note{color:#5b6470;font-size:.92em}
+.figure b{display:block;font-size:1.4em}.note{color:#5b6470;font-size:.92em}.warn{color:#8a1c1c;background:#fdecea;padding:.4em .6em;border-radius:4px}
 .completed{color:#1c7c3a}.failed{color:#b3261e}.missing{color:#7a6400}.win{color:#1c7c3a}.loss{color:#b3261e}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f8fa;border:1px solid #e3e6ea;padding:.5em;margin:.3em 0;max-height:30em;overflow:auto}
 details.sample{border:1px solid #dde;border-radius:6px;margin:.5em 0;padding:.3em .6em}

@@ -67,6 +67,7 @@ class BestOfN(BaseModel):
     judge_model: str
     against: str
     chosen: dict[str, int]  # task id -> the repeat in the package
+    judge_reliability: str = ""  # the pairwise estimate's label ("position-biased: estimate unreliable") when its orders disagreed too often
 
 
 class PackageInfo(BaseModel):
@@ -146,12 +147,13 @@ def best_choice(entries: list[ManifestEntry], best: dict[str, str]) -> tuple[lis
     return picked, unjudged
 
 
-def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_model: str, against: str) -> PackageInfo:
+def build_best_of_n(storage: Storage, run: str, best: dict[str, str], judge_model: str, against: str, reliability: str = "") -> PackageInfo:
     """Write the best-of-N package in its own folder: per task, the sample the judge chose (task id -> sample id)."""
     record, entries = load_run(storage, run)
     picked, unjudged = best_choice(entries, best)
     n = max([record.settings.selection.repeats, *(e.sample.repeat + 1 for e in entries)])
-    how = BestOfN(n=n, judge_model=judge_model, against=against, chosen={e.sample.task_id: e.sample.repeat for e in picked})
+    chosen = {e.sample.task_id: e.sample.repeat for e in picked}
+    how = BestOfN(n=n, judge_model=judge_model, against=against, chosen=chosen, judge_reliability=reliability)
     attempts = list_committed(storage, run)
     results, warnings = _load_results(storage, run, picked, attempts)
     warnings += [f"{task}: no repeat was judged; its first repeat stands in" for task in unjudged]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from gdpval.api.v1alpha1 import GdpvalRunSpec, JudgeEstimate, PairwiseEstimate
 from gdpval.controller.pure.observe import JobView
 from gdpval.judge.models import LABEL
-from gdpval.judge.verdicts import PAIRWISE_LABEL, PairTotals
+from gdpval.judge.verdicts import PAIRWISE_LABEL, Interval, PairTotals, headline
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,23 @@ def shown(estimate: JudgeEstimate) -> str:
         )
     p = estimate.pairwise
     if p is not None:
-        share = "none" if p.wins_or_ties is None else f"{p.wins_or_ties:.1%}"
-        interval = f", 95% interval {p.interval_low:.1%}-{p.interval_high:.1%}" if p.interval_low is not None and p.interval_high is not None else ""
-        parts.append(f"wins-or-ties {share}{interval} ({PAIRWISE_LABEL})")
+        parts.append(f"{headline(_totals(p))} ({PAIRWISE_LABEL})")
     return "; ".join(parts)
 
 
 def pairwise_estimate(totals: PairTotals, uri: str) -> PairwiseEstimate:
     """The pairwise results' overall totals as status.judge.pairwise."""
     low, high = (totals.interval.low, totals.interval.high) if totals.interval else (None, None)
-    counts = totals.model_dump(include={"samples", "wins", "ties", "losses", "inconsistent", "failed", "wins_or_ties"})
+    counts = totals.model_dump(
+        include={"samples", "wins", "ties", "losses", "inconsistent", "failed", "wins_or_ties", "inconsistent_rate", "failed_rate", "reliability"}
+    )
     return PairwiseEstimate(**counts, interval_low=low, interval_high=high, results_uri=uri)
+
+
+def _totals(p: PairwiseEstimate) -> PairTotals:
+    """status.judge.pairwise back as the judge's totals, for the one headline every surface prints."""
+    interval = Interval(low=p.interval_low, high=p.interval_high) if p.interval_low is not None and p.interval_high is not None else None
+    counts = p.model_dump(
+        include={"samples", "wins", "ties", "losses", "inconsistent", "failed", "wins_or_ties", "inconsistent_rate", "failed_rate", "reliability"}
+    )
+    return PairTotals(**counts, interval=interval)
