@@ -52,6 +52,15 @@ def run_limit_reached(budget: BudgetSettings, spent: Spend) -> str | None:
     return _reached(budget.run_tokens, budget.run_cost, spent, "run")
 
 
+def run_stop_line(budget: BudgetSettings, spent: Spend) -> str | None:
+    """What a run its budget stopped reads in its status ("run budget (N tokens of M)"), or None."""
+    if budget.run_tokens is not None and spent.usage.total >= budget.run_tokens:
+        return f"run budget ({spent.usage.total:,} tokens of {budget.run_tokens:,})"
+    if budget.run_cost is not None and spent.cost >= budget.run_cost:
+        return f"run budget (cost {spent.cost:,.4f} of {budget.run_cost:,.4f})"
+    return None
+
+
 def sample_limit_reached(budget: BudgetSettings, spent: Spend) -> str | None:
     """Why this sample attempt may make no more calls, or None."""
     return _reached(budget.sample_tokens, budget.sample_cost, spent, "sample")

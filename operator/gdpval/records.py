@@ -8,11 +8,19 @@ whichever command meets them.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from pydantic import ValidationError
 
+from gdpval.budget import Spend
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord, dump_manifest, load_manifest
+from gdpval.sample import SampleResult
+from gdpval.settings import PriceSettings
 from gdpval.storage import NotFound, Storage, layout
+from gdpval.storage.progress import progress_from_keys
+
+READERS = 16  # result.json files read at once (round trips on S3)
 
 
 class RunNotPrepared(GdpvalError):
@@ -96,3 +104,30 @@ def save_run(storage: Storage, record: RunRecord, entries: list[ManifestEntry]) 
         storage.put_text(layout.entry(run, entry.sample.sample_id), entry.model_dump_json())
     storage.put_text(layout.manifest(run), dump_manifest(entries))
     storage.put_text(layout.run_json(run), record.dump())
+
+
+def committed_results(storage: Storage, run: str, attempts: dict[str, int | set[int]]) -> dict[str, dict[int, SampleResult]]:
+    """The committed result.json of the given attempts (a number or a set per sample), read concurrently."""
+    wanted = [(sample, n) for sample, numbers in attempts.items() for n in ({numbers} if isinstance(numbers, int) else numbers)]
+
+    def read(item: tuple[str, int]) -> SampleResult:
+        return SampleResult.model_validate_json(storage.get_text(layout.result(run, *item)))
+
+    out: dict[str, dict[int, SampleResult]] = {}
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for (sample, n), result in zip(wanted, pool.map(read, wanted), strict=True):
+            out.setdefault(sample, {})[n] = result
+    return out
+
+
+def run_spend(storage: Storage, run: str, prices: PriceSettings) -> Spend:
+    """What every committed attempt of the run spent (an attempt cut by a crash was never recorded); an
+    attempt the run budget cut is counted in the one that went on from it, which carries its spend."""
+    progress = progress_from_keys(storage.list(layout.samples(run)))
+    spent = Spend()
+    for results in committed_results(storage, run, {s: p.committed for s, p in progress.items() if p.committed}).values():
+        continued = {r.continues for r in results.values()}
+        for number, result in results.items():
+            if number not in continued:
+                spent.add(result.usage, prices, result.cost)
+    return spent

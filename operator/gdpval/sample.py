@@ -99,6 +99,7 @@ class SampleResult(BaseModel):
     finish_reason: str | None = None  # of the last model reply ("length": cut off by the token limit)
     unmetered_turns: int = 0  # model replies whose usage the server left out, wholly or in part: tokens are then a lower bound
     cost: float | None = None  # money spent at the run's prices (budget.prices); None without prices
+    continues: int | None = None  # the attempt the run budget cut that this one went on from; its usage and cost are counted here
     started_at: float = 0.0
     finished_at: float = 0.0
 
@@ -115,6 +116,18 @@ class SampleResult(BaseModel):
     def completed(self) -> bool:
         """The attempt ended with a final answer (not cut short by an error, max_steps or the deadline)."""
         return self.status == SampleStatus.succeeded
+
+
+def common_cause(results: list[SampleResult]) -> tuple[int, str] | None:
+    """How many failed results share the most common cause, and that cause ("bad_request: <first
+    line of the error>"); None when none failed. The line a run that succeeded nowhere ends with."""
+    causes: dict[str, int] = {}
+    for result in results:
+        if not result.completed:
+            first = (result.error.strip().splitlines() or [""])[0][:300]
+            cause = f"{result.error_kind or 'unknown'}: {first}" if first else str(result.error_kind or "unknown")
+            causes[cause] = causes.get(cause, 0) + 1
+    return max(((n, cause) for cause, n in causes.items()), default=None)
 
 
 class SampleCounts(BaseModel):

@@ -48,6 +48,43 @@ def test_run_budget_stops_the_run_within_one_sample_and_a_higher_limit_resumes_i
     assert "cost" in report
 
 
+def tokens(rows: list[dict]) -> int:
+    return sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in rows)
+
+
+def test_a_budget_cut_sample_goes_on_from_its_conversation_and_workspace(standin_dataset, scripted_model, tmp_path):
+    """Resumed with a raised budget, the run spends what an uncut run spends, within one call per sample
+    in flight: no cut sample starts again from scratch, and its workspace files are back."""
+    whole = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    uncut = tokens(committed(tmp_path / "whole"))
+    first = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path, "--run-tokens", "15000"))
+    assert first.returncode == 3, first.stderr
+    cut = [r for r in committed(tmp_path) if r["error_kind"] == "budget"]
+    assert cut, "the budget cut no sample in flight: nothing to resume"
+    assert all("run budget" in r["error"] and "model API" not in r["error"] and r["api_errors"] == 0 for r in cut), cut
+    status = gdpval("status", "--output", str(tmp_path), "--run-name", "t")
+    first_tokens = tokens(committed(tmp_path))
+    assert f"stopped: run budget ({first_tokens:,} tokens of 15,000)" in status.stdout, status.stdout
+    assert f"budget-cut {len(cut)}" in status.stdout and "ETA -" in status.stdout, status.stdout
+    failed = sum(1 for r in committed(tmp_path) if r["status"] == "failed" and r["error_kind"] != "budget")
+    assert f"failed {failed} " in status.stdout, status.stdout
+    again = gdpval(*run_args(standin_dataset, scripted_model.base_url, tmp_path, "--run-tokens", "1000000"))
+    assert again.returncode == 0, again.stderr
+    rows = committed(tmp_path)
+    continued = {(r["sample_id"], r["continues"]) for r in rows if r.get("continues")}
+    spent = tokens([r for r in rows if (r["sample_id"], r["attempt"]) not in continued])  # a cut attempt's spend is in its continuation's
+    assert continued == {(r["sample_id"], r["attempt"]) for r in cut}
+    biggest_call = max(tokens([r]) / max(r["steps"], 1) for r in committed(tmp_path / "whole"))
+    print(f"uncut {uncut}, stopped and resumed {spent}, cut {len(cut)}, one call up to {biggest_call:.0f}")
+    assert spent <= uncut + 4 * biggest_call
+    for r in cut:
+        resumed = tmp_path / f"runs/t/samples/{r['sample_id']}/attempt-{r['attempt'] + 1}"
+        events = [json.loads(line)["event"] for line in (resumed / "transcript.jsonl").read_text().splitlines()]
+        assert "resume" in events
+        assert {p.name for p in (resumed / "deliverable_files").iterdir()} >= set(r["deliverable_files"])
+
+
 def test_a_streamed_run_counts_the_usage_of_its_last_chunk_against_the_budget(standin_dataset, tmp_path):
     with start_background(dialects=("stream-only",)) as model:
         first = gdpval(*run_args(standin_dataset, model.base_url, tmp_path, "--stream", "--run-tokens", "15000"))

@@ -68,6 +68,18 @@ class LoopOutcome:
     api_errors: int = 0
     finish_reason: str | None = None  # of the last reply
     unmetered_turns: int = 0  # replies without (full) usage
+    messages: list[dict[str, Any]] | None = None  # the conversation, kept when the run budget ended it: a resume goes on from it
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Where a conversation the run budget cut goes on: its messages, its steps, the attempt it was."""
+
+    messages: list[dict[str, Any]]
+    steps: int
+    attempt: int
+    usage: Usage = field(default_factory=Usage)  # what the conversation cost so far: the sample's usage goes on from it
+    cost: float | None = None
 
 
 @dataclass
@@ -143,16 +155,21 @@ class AgentLoop:
         self.outcome = LoopOutcome()
         self.cut_offs = 0  # consecutive replies cut off by the token limit
 
-    def run(self, system: str | None, user: str) -> LoopOutcome:
-        """`system` None sends no system message at all."""
+    def run(self, system: str | None, user: str, resumed: Resumed | None = None) -> LoopOutcome:
+        """`system` None sends no system message at all; `resumed` goes on with a conversation the run budget cut."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
         messages.append({"role": "user", "content": user})
         context = {"policy": self.agent.context, "budget_tokens": self.agent.context_budget_tokens if self.agent.context != "none" else None}
         self.transcript.event("start", model=self.model.name, system=system, user=user, finish=self.finish, tools=self.offered, context=context)
+        if resumed is not None:
+            messages, self.outcome.steps, self.outcome.usage = list(resumed.messages), resumed.steps, resumed.usage
+            self.transcript.event("resume", attempt=resumed.attempt, steps=resumed.steps, messages=len(messages))
         try:
             self._converse(messages)
         except LoopFailure as failure:
             self._fail(failure.kind, str(failure))
+            if failure.kind == ErrorKind.budget:
+                self.outcome.messages = messages
         self.transcript.event(
             "end",
             status=self.outcome.status.value,
@@ -278,6 +295,9 @@ class AgentLoop:
         return request
 
     def _retry_or_fail(self, exc: Exception, retry: int) -> None:
+        if isinstance(exc, CallRefused):  # nothing was sent: the budget's doing, not the model API's
+            self.transcript.event("refused", error_kind=exc.kind.value, detail=str(exc))
+            raise LoopFailure(exc.kind, f"{exc}; this call was not sent")
         kind, retryable = classify(exc)
         detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         self.outcome.api_errors += 1

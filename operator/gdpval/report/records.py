@@ -13,11 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gdpval.budget import Spend
 from gdpval.errors import GdpvalError
 from gdpval.judge.store import load_pair_results
 from gdpval.judge.verdicts import PairResults
 from gdpval.manifest import ManifestEntry, RunRecord
-from gdpval.records import load_run
+from gdpval.records import load_run, run_spend
 from gdpval.report.grading import shown_keys
 from gdpval.sample import SampleResult
 from gdpval.storage import NotFound, Storage, layout
@@ -67,6 +68,7 @@ class RunRecords:
     check: CheckResults | None = None  # `gdpval check`'s grading readiness, when it has run
     pairwise: PairResults | None = None  # the pairwise judge's results against the gold, when it has run
     pngs: dict[str, bytes] = field(default_factory=dict)  # the judged run's page images the report embeds, by key
+    spent: Spend = field(default_factory=Spend)  # what every committed attempt spent, against the run budget
 
 
 def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRecords:
@@ -76,6 +78,7 @@ def load_records(storage: Storage, run: str, transcripts: bool = True) -> RunRec
     chosen = committed_attempts(listed, run)
     records = RunRecords(record, entries, scores=judge_scores(storage, run), started=uncommitted(listed), check=load_check(storage, run))
     records.pairwise = load_pair_results(storage, run)
+    records.spent = run_spend(storage, run, record.settings.budget.prices)
     if records.pairwise is not None and transcripts:
         records.pngs = _pages(storage, shown_keys(records.pairwise))
     for entry in entries:

@@ -11,8 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from gdpval.budget import run_stop_line
 from gdpval.report.records import RunRecords
 from gdpval.runner.progress import figures
+from gdpval.sample import ErrorKind
 from gdpval.submission.readiness import current_share
 
 LATEST_FAILURES = 5
@@ -46,6 +48,7 @@ class RunStatus(BaseModel):
     done: int = 0
     succeeded: int = 0
     failed: int = 0
+    budget: int = 0  # cut by the run budget: neither done nor failed, they go on when the limit is raised
     running: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -65,7 +68,8 @@ class RunStatus(BaseModel):
     def lines(self) -> list[str]:
         head = f"{self.run} ({self.source})" + (f": {self.state}" if self.state else "")
         live = figures(self.done, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_s)
-        out = [head, live + (f"  cost {self.cost:,.4f}" if self.cost is not None else "")]
+        cut = f"  budget-cut {self.budget}" if self.budget else ""
+        out = [head, live + cut + (f"  cost {self.cost:,.4f}" if self.cost is not None else "")]
         width = max((len(s.name) for s in self.sectors), default=0)
         out += [f"  {s.name:<{width}}  {s.done}/{s.total} done, {s.failed} failed" + _cost(s.cost) for s in self.sectors]
         if self.failures:
@@ -94,13 +98,16 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
         result = records.results.get(sample)
         if result is None:
             continue
-        progress.done += 1
-        status.done += 1
         status.input_tokens += result.usage.input_tokens
         status.output_tokens += result.usage.output_tokens
         if result.cost is not None:
             status.cost = (status.cost or 0.0) + result.cost
             progress.cost = (progress.cost or 0.0) + result.cost
+        if result.error_kind == ErrorKind.budget:
+            status.budget += 1
+            continue
+        progress.done += 1
+        status.done += 1
         if result.completed:
             status.succeeded += 1
         else:
@@ -112,7 +119,9 @@ def from_records(records: RunRecords, source: str, now: float) -> RunStatus:
     status.sectors = sorted(sectors.values(), key=lambda s: s.name)
     status.failures = sorted(failures, key=lambda f: -f.finished_at)[:LATEST_FAILURES]
     status.pace_s = _pace(records, status.done, now)
-    status.eta_s = eta(status.pace_s, status.total - status.done)
+    stopped = run_stop_line(records.record.settings.budget, records.spent) if not status.running else None
+    status.state = f"stopped: {stopped}" if stopped and status.done < status.total else ""
+    status.eta_s = None if status.state else eta(status.pace_s, status.total - status.done)
     status.grading_ready = current_share(records.check, {e.sample.sample_id: records.attempts.get(e.sample.sample_id) for e in records.entries})
     status.grading_text_only = status.grading_ready is not None and records.check is not None and records.check.text_only
     return status

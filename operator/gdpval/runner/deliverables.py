@@ -213,9 +213,10 @@ class _Walker:
             os.close(child)
 
 
-def collect(workspace: Path, *, max_file_bytes: int, max_files: int, max_total_bytes: int | None = None) -> Collected:
-    """The regular files under deliverable_files/ within the caps, and everything refused."""
-    root = Path(workspace) / DELIVERABLE_DIR
+def collect(workspace: Path, *, max_file_bytes: int, max_files: int, max_total_bytes: int | None = None, folder: str = DELIVERABLE_DIR) -> Collected:
+    """The regular files under `folder` of the workspace (deliverable_files/; the whole workspace
+    is `.`) within the caps, and everything refused."""
+    root = Path(workspace) / folder
     result = Collected(root=root, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
     if not os.path.lexists(root):
         return result

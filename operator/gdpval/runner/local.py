@@ -21,11 +21,22 @@ import openai
 
 from gdpval.agent.client import connection_pool, governed
 from gdpval.agent.governor import Governor, Meter
-from gdpval.budget import Spend
 from gdpval.dataset.loader import LoadedDataset, MissingReference
 from gdpval.errors import GdpvalError
 from gdpval.manifest import ManifestEntry, RunRecord
-from gdpval.runner.attempt import Attempt, AttemptCancelled, AttemptRedo, SandboxView, commit, failed_result, missing_references, run_attempt
+from gdpval.records import committed_results, run_spend
+from gdpval.runner.attempt import (
+    Attempt,
+    AttemptCancelled,
+    AttemptRedo,
+    SandboxView,
+    commit,
+    cut_conversation,
+    failed_result,
+    missing_references,
+    restore_workspace,
+    run_attempt,
+)
 from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 from gdpval.sandbox.client import SandboxClient
 from gdpval.sandbox.launch import bwrap_status, network_status
@@ -33,12 +44,10 @@ from gdpval.sandbox.limits import Limits
 from gdpval.sandbox.limits.report import check as check_limits
 from gdpval.sandbox.local import Isolation, LocalSandbox
 from gdpval.sandbox.runtime import Runtime, comparability_warning, resolve
-from gdpval.settings import PriceSettings
-from gdpval.storage import Storage, layout
+from gdpval.storage import Storage
 from gdpval.storage.progress import progress_from_keys
 
 log = logging.getLogger(__name__)
-READERS = 16  # result.json files read at once on resume (round trips on S3)
 
 
 @dataclass
@@ -93,30 +102,6 @@ def pending(entries: list[ManifestEntry], keys: list[str], retry_failed: bool, s
                 continue
         todo.append((entry, state.next_attempt if state else 1))
     return todo
-
-
-def committed_results(storage: Storage, run: str, attempts: dict[str, int | set[int]]) -> dict[str, dict[int, SampleResult]]:
-    """The committed result.json of the given attempts (a number or a set per sample), read concurrently."""
-    wanted = [(sample, n) for sample, numbers in attempts.items() for n in ({numbers} if isinstance(numbers, int) else numbers)]
-
-    def read(item: tuple[str, int]) -> SampleResult:
-        return SampleResult.model_validate_json(storage.get_text(layout.result(run, *item)))
-
-    out: dict[str, dict[int, SampleResult]] = {}
-    with ThreadPoolExecutor(max_workers=READERS) as pool:
-        for (sample, n), result in zip(wanted, pool.map(read, wanted), strict=True):
-            out.setdefault(sample, {})[n] = result
-    return out
-
-
-def run_spend(storage: Storage, run: str, prices: PriceSettings) -> Spend:
-    """What every committed attempt of the run spent (an attempt cut by a crash was never recorded)."""
-    progress = progress_from_keys(storage.list(layout.samples(run)))
-    spent = Spend()
-    for results in committed_results(storage, run, {s: p.committed for s, p in progress.items() if p.committed}).values():
-        for result in results.values():
-            spent.add(result.usage, prices, result.cost)
-    return spent
 
 
 class LocalRunner:
@@ -216,6 +201,7 @@ class LocalRunner:
         failure, warnings = missing_references(attempt, missing)
         if failure is not None:
             return commit(attempt, self.storage, failure, None, None)
+        cut = cut_conversation(self.storage, self.record.run_name, attempt.sample_id) if attempt.number > 1 else None
         base = self.workdir / attempt.sample_id / f"attempt-{attempt.number}"
         workspace, scratch = base / "workspace", base / "scratch"
         workspace.mkdir(parents=True)
@@ -229,6 +215,7 @@ class LocalRunner:
                 try:
                     view = SandboxView(box.workspace_path, box.reference_root, [box.reference_path(p) for p in references])
                     tools = SandboxClient(box.address, box.token)
+                    resumed = restore_workspace(self.storage, self.record.run_name, attempt.sample_id, cut, tools) if cut else None
                     return run_attempt(
                         attempt,
                         self.storage,
@@ -241,6 +228,7 @@ class LocalRunner:
                         warnings=warnings,
                         meter=meter,
                         redo=lambda result: self.governor.ended_by_outage(result.error_kind, openings),
+                        resumed=resumed,
                     )
                 finally:
                     self.active.discard(box)

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from gdpval import sample
 from gdpval.manifest import ManifestEntry
-from gdpval.sample import SampleResult, SampleStatus
+from gdpval.sample import ErrorKind, SampleResult, SampleStatus
 
 BAR_WIDTH = 30
 
@@ -45,6 +45,7 @@ class Tally(sample.Tally):
 
     skipped: int = 0
     crashed: int = 0
+    budget_cut: int = 0  # ended by the run budget: neither failed nor done, a resume goes on with them
     redone: int = 0  # attempts an endpoint outage ended, run again under the same number
     cost: float | None = None  # with prices (budget.prices): the money spent in this invocation
     started: float = Field(default_factory=time.monotonic)
@@ -64,6 +65,7 @@ class Tally(sample.Tally):
     def line(self) -> str:
         live = figures(self.finished, self.total, self.running, self.failed, self.input_tokens, self.output_tokens, self.eta_seconds())
         crashed = f"  crashed {self.crashed}" if self.crashed else ""
+        crashed += f"  budget-cut {self.budget_cut}" if self.budget_cut else ""
         cost = f"  cost {self.cost:,.4f}" if self.cost is not None else ""
         return f"{live}{cost}{crashed}  elapsed {time.monotonic() - self.started:.0f}s"
 
@@ -115,6 +117,8 @@ class Progress:
             t.cost = (t.cost or 0.0) + result.cost
         if result.completed:
             t.succeeded += 1
+        elif result.error_kind == ErrorKind.budget:
+            t.budget_cut += 1
         else:
             t.failed += 1
 
@@ -126,4 +130,6 @@ class Progress:
             return f"crashed ({result.error if result else 'unknown'}); will run again on resume"
         if result.status == SampleStatus.succeeded:
             return f"succeeded in {result.steps} steps"
+        if result.error_kind == ErrorKind.budget:
+            return f"cut by the run budget after {result.steps} steps; a resume with a higher limit goes on from here"
         return f"failed: {result.error_kind}: {result.error}"

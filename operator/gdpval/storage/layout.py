@@ -11,6 +11,8 @@ from dataclasses import dataclass
 # File names, by the folder they live in: a run, an attempt, a submission package.
 RUN_JSON, MANIFEST, RESULTS_PARQUET = "run.json", "manifest.jsonl", "results.parquet"
 RESULT, TRANSCRIPT, DELIVERABLES = "result.json", "transcript.jsonl", "deliverable_files"
+# Kept by an attempt the run budget cut: the next attempt goes on from its conversation and workspace.
+CONVERSATION, WORKSPACE = "conversation.json", "workspace"
 SUBMISSION_PARQUET, SUBMISSION_INFO = "data/train-00000-of-00001.parquet", "submission_info.json"
 
 _ATTEMPT = re.compile(r"^runs/(?P<run>[^/]+)/samples/(?P<sample>[^/]+)/attempt-(?P<n>\d+)/(?P<rest>.+)$")
@@ -77,11 +79,13 @@ class AttemptKeys:
     result: str
     transcript: str
     deliverables: str
+    conversation: str
+    workspace: str
 
 
 def attempt_keys(run: str, sample: str, attempt: int) -> AttemptKeys:
     root = attempt_root(run, sample, attempt)
-    return AttemptKeys(root, f"{root}/{RESULT}", f"{root}/{TRANSCRIPT}", f"{root}/{DELIVERABLES}")
+    return AttemptKeys(root, f"{root}/{RESULT}", f"{root}/{TRANSCRIPT}", f"{root}/{DELIVERABLES}", f"{root}/{CONVERSATION}", f"{root}/{WORKSPACE}")
 
 
 def result(run: str, sample: str, attempt: int) -> str:
