@@ -208,7 +208,22 @@ def _finish_run(storage: Storage, run_name: str, out: Console, crashed: int, bud
         err().print(f"{crashed} sample(s) did not finish; re-run the same command to resume them")
     elif code == contract.EXIT_SAMPLES_FAILED:
         err().print(f"{c.total - c.succeeded} of {c.total} sample(s) have no committed success (exit {code}); --retry-failed runs the failed ones again")
+        if not c.succeeded:
+            err().print(_cause_line(storage, run_name), markup=False, highlight=False, soft_wrap=True)
     return code
+
+
+def _cause_line(storage: Storage, run_name: str) -> str:
+    """When nothing succeeded, the last line says why: the most common cause among the failures."""
+    from gdpval.report.records import load_records
+    from gdpval.sample import common_cause
+
+    results = list(load_records(storage, run_name, transcripts=False).results.values())
+    found = common_cause(results)
+    if found is None:
+        return "no sample has a committed result"
+    n, cause = found
+    return f"all {n} failed: {cause}" if n == len(results) else f"{n} of {len(results)} failed with: {cause}"
 
 
 def run_exit_status(total: int, succeeded: int, crashed: int, budget_stopped: bool = False) -> int:

@@ -92,6 +92,8 @@ def test_a_dialect_without_its_setting_fails_the_sample_with_the_servers_reason(
     assert done.returncode == 1, done.stderr
     assert (row["status"], row["error_kind"]) == ("failed", "bad_request")
     assert ("max_completion_tokens" if dialect != "stream-only" else "stream=true") in row["error"]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("all 1 failed: bad_request: model API: Error code: 400") and row["error"].splitlines()[0][:300] in last, last
 
 
 def test_the_real_client_streams_the_fake_models_chunks(scripted_model):
