@@ -54,10 +54,13 @@ def test_a_whole_run_is_judged_pairwise_killed_and_resumed_without_judging_a_pai
             model.release(cut=True)  # the held calls' client is gone: they get no answer
         assert proc.returncode == -signal.SIGKILL and answered == ANSWERED_BEFORE_KILL
         judged_before = set(load_pairs(LocalStorage(out), "stress", GOLD))
+        left = list(tmp_path.glob("gdpval-pairwise-*"))  # kill -9 runs no cleanup: the held workers' copies of the gold stay
+        assert len(left) == CONCURRENCY, left
         assert 0 < len(judged_before) < stress.TASKS
 
         done = gdpval(*judge_args, "--judge-base-url", model.base_url, env=env, timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
+        assert not list(tmp_path.glob("gdpval-pairwise-*"))  # the resumed judging removed them, then its own
         stats = model.stats()
     assert stats["completions"] - agent_calls == CALLS and stats["judge_repeats"] == 0 and stats["faults"]["cut"] == CONCURRENCY
     summary = json.loads(done.stdout)["pairwise"]

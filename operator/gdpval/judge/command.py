@@ -80,8 +80,10 @@ def judge_command(
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.judge.request import JudgeOptions
+    from gdpval.judge.workdir import remove_own_on_sigterm
     from gdpval.storage import open_storage
 
+    remove_own_on_sigterm()
     pair = PairSettings.of(method, against, only_failed, seed, best_of_n, max_inconsistency)
     settings = _settings(judge_model, judge_base_url, concurrency, tries, method)
     key = _key(judge_api_key_env)

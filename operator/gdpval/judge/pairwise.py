@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage
 from gdpval.judge.verdicts import MAX_INCONSISTENT, Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
+from gdpval.judge.workdir import remove_left_behind, work_folder
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
@@ -84,6 +84,7 @@ class _Side:
 
 def judge_pairs(storage: Storage, run: str, client: openai.OpenAI, options: PairOptions, inputs: Inputs, on_pair: OnPair | None = None) -> JudgedPairs:
     """Judge every sample whose verdict is not stored yet (or only failed ones), then write the results."""
+    remove_left_behind()
     ours = _Side(storage, run)
     theirs = _Side(storage, options.against_run) if options.against_run else None
     entries = [e for sid, e in ours.entries.items() if theirs is None or sid in theirs.entries]
@@ -160,7 +161,7 @@ def judge_pair(
     if not ours_ready or not theirs_ready:
         verdict = "tie" if not ours_ready and not theirs_ready else ("loss" if not ours_ready else "win")
         return base.model_copy(update={"verdict": verdict, "no_deliverable": not ours_ready, "error": "no deliverable: graded without a judge call"})
-    with tempfile.TemporaryDirectory(prefix="gdpval-pairwise-") as tmp:
+    with work_folder("pairwise") as tmp:
         root = Path(tmp)
         references = inputs.references(entry, root / "references")
         assert result is not None and committed is not None

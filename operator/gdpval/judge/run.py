@@ -6,7 +6,6 @@ sample is recorded as a judge failure and the run goes on: the totals leave fail
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import load_scores, write_results, write_score
 from gdpval.judge.usage import Usage
+from gdpval.judge.workdir import remove_left_behind, work_folder
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
@@ -50,6 +50,7 @@ OnSample = Callable[[SampleScore, bool], None]
 
 def judge_run(storage: Storage, run: str, client: openai.OpenAI, options: JudgeOptions, on_sample: OnSample | None = None) -> Judged:
     """Judge every sample not already judged for its committed attempt by this model, then write results.json."""
+    remove_left_behind()
     record, entries = load_run(storage, run)
     if entries and not any(e.task.rubric_json for e in entries):
         raise JudgeError(f"run {run!r} has no rubric_json in any task: it was made on a dataset revision without rubrics; judge a run of the current revision")
@@ -108,7 +109,7 @@ def judge_sample(
         return SampleScore(**base, status="no_deliverable", max_points=most, error="no committed attempt" if result is None else "no answer or file")
     assert committed is not None
     root = layout.deliverables(run, entry.sample.sample_id, committed.attempt)
-    with tempfile.TemporaryDirectory(prefix="gdpval-judge-") as tmp:
+    with work_folder("judge") as tmp:
         files = [inputs.from_storage(f"{root}/{rel}", rel, Path(tmp) / "files") for rel in result.deliverable_files if rel in committed.present]
         views, _ = render(files)
         references, _ = render(inputs.references(entry, Path(tmp) / "references"))
