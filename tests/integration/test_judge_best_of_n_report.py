@@ -117,3 +117,20 @@ def test_a_position_biased_judge_is_labelled_unreliable_everywhere_and_fails_whe
     assert reported.returncode == 0, reported.stderr[-2000:]
     page = (out / layout.report(RUN)).read_text()
     assert (f"<b>{UNRELIABLE}</b>" in page) == biased and "the two orders disagreed on" in page
+
+
+def test_a_second_judge_model_prints_and_reports_its_agreement_with_the_first(out, dataset, tmp_path):
+    make_run(LocalStorage(out), dataset, RUN, 4, marked=lambda i: i % 2 == 0)
+    args = ["judge", "--method", "pairwise", "--output", str(out), "--run-name", RUN, "--cache-dir", str(tmp_path / "cache"), "--no-preflight"]
+    with start_background(model="judge-a", judge_prefers=f"text:{MARK}") as a, start_background(model="judge-b", judge_prefers="first") as b:
+        first = gdpval(*args, "--judge-model", "judge-a", "--judge-base-url", a.base_url)
+        second = gdpval(*args, "--judge-model", "judge-b", "--judge-base-url", b.base_url)
+    assert first.returncode == 0 and "agreement with" not in first.stderr, first.stderr[-2000:]
+    (agreed,) = json.loads(second.stdout)["pairwise"]["agreement"]
+    assert agreed["judge_model"] == "judge-a" and agreed["pairs"] == 4 and agreed["agreed"] < 4, agreed
+    line = f"agreement with judge 'judge-a': {agreed['agreed']} of 4 pairs judged by both ({agreed['rate']:.0%}); the GDPval paper reports"
+    assert f"{line} grader-expert 66%, expert-expert 71%" in second.stderr, second.stderr[-2000:]
+    report = gdpval("report", "--output", str(out), "--run-name", RUN)
+    assert report.returncode == 0, report.stderr[-2000:]
+    html = (out / layout.report(RUN)).read_text()
+    assert "Agreement between judges" in html and "The GDPval paper reports grader-expert 66%, expert-expert 71%." in html

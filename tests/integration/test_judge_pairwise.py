@@ -14,6 +14,7 @@ from gdpval.judge.gold import NoGold
 from gdpval.judge.inputs import Inputs
 from gdpval.judge.pairwise import GOLD, PairOptions, judge_pairs, load_pairs
 from gdpval.judge.request import JudgeOptions
+from gdpval.judge.store import load_pair_results
 from gdpval.judge.verdicts import PAIRWISE_LABEL
 from gdpval.records import load_record
 from gdpval.render import child
@@ -40,7 +41,9 @@ def storage(tmp_path, monkeypatch):
 def judge(storage, server, tmp_path, run=RUN, **options):
     client = make_client(server.base_url)
     inputs = Inputs(storage, load_record(storage, run), tmp_path / "cache")
-    judge_options = JudgeOptions(model="judge", backoff_seconds=0, concurrency=3, tries=options.pop("tries", 2), cache_dir=tmp_path / "cache")
+    judge_options = JudgeOptions(
+        model=options.pop("model", "judge"), backoff_seconds=0, concurrency=3, tries=options.pop("tries", 2), cache_dir=tmp_path / "cache"
+    )
     return judge_pairs(storage, run, client, PairOptions(judge_options, **options), inputs)
 
 
@@ -90,7 +93,7 @@ def test_judging_again_reuses_verdicts_and_cached_calls(storage, dataset, tmp_pa
         assert server.stats()["completions"] == 6  # the sample without a deliverable costs no call
         again = judge(storage, server, tmp_path)
         assert again.reused == 4 and server.stats()["completions"] == 6
-        storage.delete(layout.judge_pair(RUN, GOLD, first.results.samples[0].sample_id))
+        storage.delete(layout.judge_pair(RUN, GOLD, "judge", first.results.samples[0].sample_id))
         rejudged = judge(storage, server, tmp_path)
         assert server.stats()["completions"] == 6  # both orders from the call cache; they were this pair's calls: still its spend
     assert rejudged.results.usage == first.results.usage and sum(r.cached for s in rejudged.results.samples for r in s.replies) == 2
@@ -110,7 +113,34 @@ def test_failed_pairs_are_left_out_and_only_they_are_judged_again(storage, datas
         fixed = judge(storage, healthy, tmp_path, only_failed=True).results
         assert healthy.stats()["completions"] == 6
     assert fixed.overall.failed == 0 and fixed.overall.samples == 3
-    assert len(load_pairs(storage, RUN, GOLD)) == 3
+    assert len(load_pairs(storage, RUN, GOLD, "judge")) == 3
+
+
+def test_two_judge_models_keep_their_own_verdicts_and_show_how_often_they_agree(storage, dataset, tmp_path):
+    make_run(storage, dataset, RUN, 6)
+    with start_background(model="fair-judge") as fair, start_background(model="first-judge/v2", judge_prefers="first") as biased:
+        first = judge(storage, fair, tmp_path, model="fair-judge").results
+        second = judge(storage, biased, tmp_path, model="first-judge/v2").results  # a slash in the name: one path segment still
+        again = judge(storage, fair, tmp_path, model="fair-judge")
+        assert again.reused == 6 and fair.stats()["completions"] == 12  # the second judge replaced nothing of the first's
+    assert len(load_pairs(storage, RUN, GOLD, "fair-judge")) == len(load_pairs(storage, RUN, GOLD, "first-judge/v2")) == 6
+    assert first.overall.failed == second.overall.failed == 0
+    assert first.agreement == [] and [a.judge_model for a in second.agreement] == ["fair-judge"]
+    expected = sum(a.verdict == b.verdict for a, b in zip(first.samples, second.samples, strict=True))
+    assert (second.agreement[0].pairs, second.agreement[0].agreed) == (6, expected) and expected < 6  # always-first: ties, the fair judge does not
+    assert again.results.agreement[0].judge_model == "first-judge/v2" and again.results.agreement[0].agreed == expected
+    assert load_pair_results(storage, RUN).judge_model == "fair-judge"  # the latest judging is what the report reads
+
+
+def test_verdicts_stored_before_they_were_kept_per_model_are_reused(storage, dataset, tmp_path):
+    make_run(storage, dataset, RUN, 2)
+    with start_background(model="judge") as server:
+        first = judge(storage, server, tmp_path)
+        for score in first.results.samples:  # as an older version wrote them
+            storage.put_text(f"{layout.legacy_judge_pairs(RUN, GOLD)}/{score.sample_id}.json", score.model_dump_json())
+            storage.delete(layout.judge_pair(RUN, GOLD, "judge", score.sample_id))
+        again = judge(storage, server, tmp_path)
+        assert again.reused == 2 and server.stats()["completions"] == 4
 
 
 def test_two_runs_head_to_head(storage, dataset, tmp_path):

@@ -53,7 +53,7 @@ def test_a_whole_run_is_judged_pairwise_killed_and_resumed_without_judging_a_pai
             proc.wait()
             model.release(cut=True)  # the held calls' client is gone: they get no answer
         assert proc.returncode == -signal.SIGKILL and answered == ANSWERED_BEFORE_KILL
-        judged_before = set(load_pairs(LocalStorage(out), "stress", GOLD))
+        judged_before = set(load_pairs(LocalStorage(out), "stress", GOLD, "scripted"))
         left = list(tmp_path.glob("gdpval-pairwise-*"))  # kill -9 runs no cleanup: the held workers' copies of the gold stay
         assert len(left) == CONCURRENCY, left
         assert 0 < len(judged_before) < stress.TASKS

@@ -50,7 +50,7 @@ def test_calls_answered_before_a_kill_are_counted_after_the_resume(tmp_path, dat
             proc.wait()
             model.release(cut=True)
         assert proc.returncode == -signal.SIGKILL and model.stats()["completions"] == ANSWERED_BEFORE_KILL
-        assert len(load_pairs(storage, RUN, GOLD)) == 1  # the second pair's first order is answered and cached, not committed
+        assert len(load_pairs(storage, RUN, GOLD, "judge")) == 1  # the second pair's first order is answered and cached, not committed
         done = gdpval(*args, "--judge-base-url", model.base_url, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         assert model.stats()["completions"] == CALLS and model.stats()["judge_repeats"] == 0

@@ -17,6 +17,7 @@ from gdpval.contract import EXIT_JUDGE_UNRELIABLE as EXIT_UNRELIABLE
 from gdpval.errors import GdpvalError
 from gdpval.judge.usage import Prices
 from gdpval.judge.verdicts import MAX_INCONSISTENT, headline
+from gdpval.judge.workdir import remove_own_on_sigterm
 from gdpval.settings import DEFAULT_JUDGE_METHOD, JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -80,14 +81,12 @@ def judge_command(
     from gdpval.agent.client import PLACEHOLDER_KEY, make_client
     from gdpval.agent.client import preflight as check_endpoint
     from gdpval.judge.request import JudgeOptions
-    from gdpval.judge.workdir import remove_own_on_sigterm
-    from gdpval.storage import open_storage
 
     remove_own_on_sigterm()
     pair = PairSettings.of(method, against, only_failed, seed, best_of_n, max_inconsistency)
     settings = _settings(judge_model, judge_base_url, concurrency, tries, method)
     key = _key(judge_api_key_env)
-    storage = open_storage(_where(output, s3_endpoint, s3_region))
+    storage = _storage(output, s3_endpoint, s3_region)
     client = make_client(judge_base_url, key or PLACEHOLDER_KEY, key_source=judge_api_key_env)
     if preflight:
         check_endpoint(client, settings.model)
@@ -133,6 +132,12 @@ def _key(env: str) -> str | None:
     if key is None and env != KEY_ENV:
         raise GdpvalError(f"--judge-api-key-env {env}: that environment variable is not set; set it to the judge's API key")
     return key
+
+
+def _storage(output: str, endpoint: str | None, region: str | None):
+    from gdpval.storage import open_storage
+
+    return open_storage(_where(output, endpoint, region))
 
 
 def _where(output: str, endpoint: str | None, region: str | None) -> OutputSettings:
@@ -204,10 +209,26 @@ def _pairwise(storage, run_name: str, client, options, flags: PairSettings) -> d
         f"A {judged.results.label}. Results: {judged.uri}",
         file=sys.stderr,
     )
+    for line_ in agreement_lines(judged.results.agreement):
+        print(line_, file=sys.stderr)
     summary = {"label": judged.results.label, "results": judged.uri, "reused": judged.reused, **overall.model_dump(), "usage": usage.model_dump()}
+    summary["agreement"] = [a.model_dump() | {"rate": a.rate} for a in judged.results.agreement]
     if flags.best_of_n:
         summary["best_of_n"] = _best_of_n(storage, run_name, judged.results)
     return summary
+
+
+def agreement_lines(agreements) -> list[str]:
+    """One line per other judge model of the run: how often its verdict was this one's, beside the paper's figures."""
+    from gdpval.judge.verdicts import PAPER_AGREEMENT
+
+    paper = ", ".join(f"{who} {rate:.0%}" for who, rate in PAPER_AGREEMENT.items())
+    return [
+        f"agreement with judge {a.judge_model!r}: {a.agreed} of {a.pairs} pairs judged by both"
+        + (f" ({a.rate:.0%})" if a.rate is not None else "")
+        + f"; the GDPval paper reports {paper}"
+        for a in agreements
+    ]
 
 
 def _best_of_n(storage, run_name: str, results) -> str:

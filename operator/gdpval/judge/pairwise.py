@@ -29,7 +29,7 @@ from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage
-from gdpval.judge.verdicts import MAX_INCONSISTENT, Order, OrderReply, PageRef, PairResults, PairScore, combine, preference
+from gdpval.judge.verdicts import MAX_INCONSISTENT, Order, OrderReply, PageRef, PairResults, PairScore, agreement, combine, preference
 from gdpval.judge.workdir import remove_left_behind, work_folder
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
@@ -91,7 +91,7 @@ def judge_pairs(storage: Storage, run: str, client: openai.OpenAI, options: Pair
     if theirs is not None and not entries:
         raise GdpvalError(f"runs {run!r} and {options.against_run!r} have no sample in common: judge two runs of the same tasks")
     gold = None if theirs else ensure_gold(storage, run, ours.record.dataset, {e.task.task_id for e in entries}, inputs.dataset)
-    stored = load_pairs(storage, run, options.against)
+    stored = load_pairs(storage, run, options.against, options.judge.model)
 
     def one(entry: ManifestEntry) -> tuple[PairScore, bool] | None:
         sid = entry.sample.sample_id
@@ -114,8 +114,11 @@ def judge_pairs(storage: Storage, run: str, client: openai.OpenAI, options: Pair
         outcomes = [o for o in pool.map(one, entries) if o is not None]
     created = datetime.now(UTC).isoformat(timespec="seconds")
     results = PairResults.of(run, options.against, options.judge.model, created, [s for s, _ in outcomes], options.seed, options.max_inconsistent)
+    results.agreement = [agreement(results.samples, other) for other in other_judges(storage, run, options.against, options.judge.model)]
+    text = results.model_dump_json(indent=2) + "\n"
+    storage.put_text(layout.judge_model_results(run, options.against, options.judge.model), text)
     key = layout.judge_pair_results(run, options.against)
-    storage.put_text(key, results.model_dump_json(indent=2) + "\n")
+    storage.put_text(key, text)
     return JudgedPairs(results, storage.url(key), sum(1 for _, reused in outcomes if reused))
 
 
@@ -310,21 +313,40 @@ def read_call(storage: Storage, digest: str) -> OrderReply | None:
         return None
 
 
+def other_judges(storage: Storage, run: str, against: str, model: str) -> list[PairResults]:
+    """The stored results of every other judge model of this run against `against`."""
+    found = []
+    root = layout.judge_models(run, against)
+    for key in storage.list(root):
+        if key.removeprefix(f"{root}/").count("/") != 1 or not key.endswith("/results.json"):
+            continue
+        try:
+            results = PairResults.model_validate_json(storage.get_bytes(key))
+        except (NotFound, ValidationError):
+            continue
+        if results.judge_model != model:
+            found.append(results)
+    return sorted(found, key=lambda r: r.judge_model)
+
+
 def write_call(storage: Storage, reply: OrderReply) -> None:
     storage.put_text(layout.judge_call(reply.digest), reply.model_dump_json(indent=2))
 
 
-def load_pairs(storage: Storage, run: str, against: str) -> dict[str, PairScore]:
-    """Every verdict stored so far, by sample id; unreadable files are skipped (judged again)."""
-    pairs = {}
-    for key in storage.list(f"{layout.judge_pairs(run, against)}/samples"):
-        try:
-            score = PairScore.model_validate_json(storage.get_bytes(key))
-        except (NotFound, ValidationError):
-            continue
-        pairs[score.sample_id] = score
+def load_pairs(storage: Storage, run: str, against: str, model: str) -> dict[str, PairScore]:
+    """Every verdict `model` stored so far, by sample id (those of the older, shared folder too);
+    unreadable files are skipped (judged again)."""
+    pairs: dict[str, PairScore] = {}
+    for prefix in (layout.legacy_judge_pairs(run, against), f"{layout.judge_model_root(run, against, model)}/samples"):
+        for key in storage.list(prefix):
+            try:
+                score = PairScore.model_validate_json(storage.get_bytes(key))
+            except (NotFound, ValidationError):
+                continue
+            if score.judge_model == model:
+                pairs[score.sample_id] = score
     return pairs
 
 
 def write_pair(storage: Storage, run: str, score: PairScore) -> None:
-    storage.put_text(layout.judge_pair(run, score.against, score.sample_id), score.model_dump_json(indent=2) + "\n")
+    storage.put_text(layout.judge_pair(run, score.against, score.judge_model, score.sample_id), score.model_dump_json(indent=2) + "\n")

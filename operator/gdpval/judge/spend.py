@@ -9,7 +9,6 @@ in flight at the kill cannot be counted: its usage never reached us (the provide
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ class Journal:
 
     @classmethod
     def of(cls, storage: Storage, run: str, method: str, model: str, sample: str) -> Journal:
-        return cls(storage, layout.judge_spend(run, method, hashlib.sha256(model.encode()).hexdigest()[:16], sample))
+        return cls(storage, layout.judge_spend(run, method, layout.model_key(model), sample))
 
     def record(self, usage: Usage, digest: str = "") -> None:
         """Written once per answered call, under a fresh name: concurrent or resumed judges never overwrite one."""

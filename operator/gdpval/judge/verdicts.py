@@ -226,6 +226,38 @@ def best_of_n(scores: list[PairScore]) -> dict[str, PairScore]:
     return best
 
 
+# Agreement on pairwise preferences reported by the GDPval paper: its automated grader with the human
+# experts, and the experts with one another. Ours is two judge models on the same pairs.
+PAPER_AGREEMENT = {"grader-expert": 0.66, "expert-expert": 0.71}
+
+
+class Agreement(BaseModel):
+    """How often this judging's verdict (win, tie or loss) matched another judge model's on the same pairs."""
+
+    judge_model: str
+    pairs: int  # judged by both, on the same attempts, with a judge call (failed and no-deliverable pairs left out)
+    agreed: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.agreed / self.pairs if self.pairs else None
+
+
+def agreement(ours: list[PairScore], other: PairResults) -> Agreement:
+    """Agreement of two judges sample by sample: only pairs both actually judged, on the same attempts, count."""
+    theirs = {s.sample_id: s for s in other.samples}
+    pairs = agreed = 0
+    for score in ours:
+        them = theirs.get(score.sample_id)
+        if them is None or "failed" in (score.verdict, them.verdict) or score.no_deliverable or them.no_deliverable:
+            continue
+        if (score.attempt, score.other_attempt) != (them.attempt, them.other_attempt):
+            continue
+        pairs += 1
+        agreed += score.verdict == them.verdict
+    return Agreement(judge_model=other.judge_model, pairs=pairs, agreed=agreed)
+
+
 class PairResults(BaseModel):
     """runs/<run>/judge/pairwise/<against>/results.json."""
 
@@ -241,6 +273,7 @@ class PairResults(BaseModel):
     usage: Usage
     samples: list[PairScore]
     max_inconsistent: float = MAX_INCONSISTENT
+    agreement: list[Agreement] = Field(default_factory=list)  # with every other judge model stored for this run
 
     @classmethod
     def of(

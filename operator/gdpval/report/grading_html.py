@@ -7,7 +7,7 @@ import base64
 import posixpath
 from urllib.parse import quote
 
-from gdpval.judge.verdicts import PairTotals
+from gdpval.judge.verdicts import PAPER_AGREEMENT, PairResults, PairTotals
 from gdpval.report.grading import Grading, Pairwise, Readiness, SampleSeen, Shown
 from gdpval.report.html import e, pct, table
 from gdpval.storage import layout
@@ -88,10 +88,21 @@ def pairwise_html(run: str, shown: Pairwise) -> str:
         f'<p class="note">judge {e(p.judge_model)}: {o.wins} wins, {o.ties} ties ({o.inconsistent} inconsistent), {o.losses} losses '
         f"({o.no_deliverable} without deliverable), {o.failed} failed (left out); judge calls {u.calls} (+{u.cached_calls} cached), "
         f"tokens {u.prompt_tokens:,}+{u.completion_tokens:,}{cost}, apart from the agent's.</p>"
+        f"{agreement_html(p)}"
         f"<h4>By sector</h4>{totalstable(p.by_sector, 'sector')}<h4>By occupation</h4>{totalstable(p.by_occupation, 'occupation')}"
         f"<h4>Consistency across repeats</h4>{consistency}"
         f"<h4>What the judge saw</h4>{seen or '<p>No stored pages (every call came from the cache, or no file had pages).</p>'}"
     )
+
+
+def agreement_html(p: PairResults) -> str:
+    """This judge against every other judge model stored for the run, beside the paper's figures."""
+    if not p.agreement:
+        return ""
+    rows = [[e(p.judge_model), e(a.judge_model), str(a.pairs), _pct(a.rate)] for a in p.agreement]
+    paper = ", ".join(f"{who} {rate:.0%}" for who, rate in PAPER_AGREEMENT.items())
+    shown = table(["this judge", "other judge", "pairs both judged", "same verdict"], rows)
+    return f'<h4>Agreement between judges</h4>{shown}<p class="note">The GDPval paper reports {paper}.</p>'
 
 
 def readiness_html(r: Readiness) -> str:

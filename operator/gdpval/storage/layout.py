@@ -5,6 +5,7 @@ Keys are relative to the storage root (a local folder or an S3 prefix).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -212,12 +213,36 @@ def judge_pairs(run: str, against: str) -> str:
     return f"{judge_root(run)}/pairwise/{against}"
 
 
-def judge_pair(run: str, against: str, sample: str) -> str:
-    """One sample's pairwise verdict, written once both orders are judged: the cache that lets judging resume."""
-    return f"{judge_pairs(run, against)}/samples/{sample}.json"
+def model_key(model: str) -> str:
+    """A judge model's name as a path segment: the same for the same name, whatever characters it has."""
+    return hashlib.sha256(model.encode()).hexdigest()[:16]
+
+
+def judge_models(run: str, against: str) -> str:
+    """Each judge model's own verdicts and results, so a second judge never replaces the first's."""
+    return f"{judge_pairs(run, against)}/models"
+
+
+def judge_model_root(run: str, against: str, model: str) -> str:
+    return f"{judge_models(run, against)}/{model_key(model)}"
+
+
+def judge_pair(run: str, against: str, model: str, sample: str) -> str:
+    """One sample's pairwise verdict by one judge model, written once both orders are judged: the cache that lets judging resume."""
+    return f"{judge_model_root(run, against, model)}/samples/{sample}.json"
+
+
+def legacy_judge_pairs(run: str, against: str) -> str:
+    """Where verdicts were stored before they were kept per judge model (still read on resume)."""
+    return f"{judge_pairs(run, against)}/samples"
+
+
+def judge_model_results(run: str, against: str, model: str) -> str:
+    return f"{judge_model_root(run, against, model)}/results.json"
 
 
 def judge_pair_results(run: str, against: str) -> str:
+    """The latest pairwise judging's results (any model): what the report and the operator read."""
     return f"{judge_pairs(run, against)}/results.json"
 
 
