@@ -22,3 +22,8 @@ ETCD_VERSION=3.5.16
 # tests/integration/test_litellm_proxy.py; its own venv, outside git (hack/litellm.sh). Newer releases'
 # [proxy] extra needs a litellm-proxy package that PyPI does not serve.
 LITELLM_VERSION=1.80.0
+# Flux's controllers, for their CRDs only (tests/integration/test_chart_kubeconform.py checks
+# examples/flux-helmrelease.yaml against them); the newest the Go module proxy serves here.
+FLUX_HELM_CONTROLLER_VERSION=v1.4.0
+FLUX_SOURCE_CONTROLLER_VERSION=v1.7.0
+FLUX_KUSTOMIZE_CONTROLLER_VERSION=v1.6.0

@@ -33,22 +33,40 @@ HEALTH_SAMPLES = ROOT / "gitops" / "testdata" / "health"
 FOREIGN_KINDS = {"ServiceMonitor", "Application"}
 
 
-def kubernetes_version() -> str:
+def pinned(key: str) -> str:
     versions = (ROOT / "hack" / "versions.sh").read_text()
-    return re.search(r"^K8S_VERSION=(\S+)", versions, flags=re.M).group(1)
+    return re.search(rf"^{key}=(\S+)", versions, flags=re.M).group(1)
 
 
-def swagger_path(version: str) -> Path:
+def kubernetes_version() -> str:
+    return pinned("K8S_VERSION")
+
+
+def module_dir(module: str, version: str) -> Path:
+    """A Go module's source from the module proxy (cached by the go command)."""
     go = require_tool("go")
     proc = subprocess.run(
-        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        [go, "mod", "download", "-json", f"{module}@{version}"],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
     )
     assert proc.returncode == 0, proc.stderr
-    return Path(json.loads(proc.stdout)["Dir"]) / "api" / "openapi-spec" / "swagger.json"
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def swagger_path(version: str) -> Path:
+    return module_dir("k8s.io/kubernetes", version) / "api" / "openapi-spec" / "swagger.json"
+
+
+def flux_crds() -> list[dict]:
+    """The CRDs of Flux's helm, source and kustomize controllers at the pinned versions."""
+    crds = []
+    for name in ("helm", "source", "kustomize"):
+        folder = module_dir(f"github.com/fluxcd/{name}-controller", pinned(f"FLUX_{name.upper()}_CONTROLLER_VERSION")) / "config" / "crd" / "bases"
+        crds += [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("*.yaml"))]
+    return crds
 
 
 def kind_suffix(api_version: str) -> str:
@@ -187,6 +205,8 @@ def schemas(tmp_path_factory) -> Path:
     wanted = {w for w in wanted if w[1] not in FOREIGN_KINDS}
     crd = yaml.safe_load(next((CHART / "files" / "crds").glob("*.yaml")).read_text())
     found = crd_schemas(crd, out)
+    for flux in flux_crds():
+        found |= crd_schemas(flux, out)
     swagger = json.loads(swagger_path(kubernetes_version()).read_text())
     found |= builtin_schemas(swagger, wanted - found, out)
     assert wanted <= found, f"no schema for {sorted(wanted - found)}"
@@ -252,3 +272,19 @@ def test_argocd_application_example_points_at_this_chart() -> None:
     docs = documents(render_text(values))
     assert any(d["kind"] == "Deployment" for d in docs)
     assert "ServerSideApply=true" in operator["syncPolicy"]["syncOptions"]
+
+
+def test_flux_helmrelease_example_points_at_this_chart_and_waits_on_the_runs(schemas: Path) -> None:
+    """Beside kubeconform against Flux's own CRDs (above), what can go stale: the chart path, the values
+    and the source names; and a typo in the HelmRelease fails its schema."""
+    docs = documents((EXAMPLES / "flux-helmrelease.yaml").read_text())
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    release = by_kind[("HelmRelease", "gdpval")]["spec"]
+    chart = release["chart"]["spec"]
+    assert (ROOT / chart["chart"]) == CHART and ("GitRepository", chart["sourceRef"]["name"]) in by_kind
+    assert any(d["kind"] == "Deployment" for d in documents(render_text(release["values"])))
+    runs = by_kind[("Kustomization", "gdpval-runs")]["spec"]
+    assert runs["wait"] is True and runs["prune"] is False and ("GitRepository", runs["sourceRef"]["name"]) in by_kind
+    broken = copy.deepcopy(by_kind[("HelmRelease", "gdpval")])
+    broken["spec"]["chart"]["spec"]["reconcileStrategie"] = "Revision"
+    assert kubeconform(schemas, yaml.safe_dump(broken)).returncode != 0
