@@ -19,7 +19,7 @@ make_standin_dataset(Path(sys.argv[1]), Path(sys.argv[2]))
 PY
 
 port="$("$bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$bin/gdpval" fake-model --port "$port" >"$out/fake-model.log" 2>&1 &
+"$bin/gdpval" fake-model --make-files --port "$port" >"$out/fake-model.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 "$bin/python" - "$port" <<'PY'

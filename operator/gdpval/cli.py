@@ -409,6 +409,9 @@ def fake_model(
     retry_after: Annotated[float, typer.Option(min=0, help="Seconds of Retry-After on an injected 429.")] = 1.0,
     outage: Annotated[Optional[str], typer.Option(help="AFTER:SECONDS: after AFTER chat requests, answer every model request 503 for SECONDS.")] = None,
     max_concurrent: Annotated[Optional[int], typer.Option(min=1, help="Answer 429 to a chat request arriving while N others are in flight.")] = None,
+    make_files: Annotated[
+        bool, typer.Option("--make-files", help="Also make a file of each type a prompt asks for (xlsx with a formula, docx, pptx, pdf, ...): the demo.")
+    ] = False,
 ) -> None:
     """Serve a scripted OpenAI-compatible model that drives the real tools, for smoke tests."""
     from gdpval.fakemodel.dialects import validate
@@ -441,6 +444,7 @@ def fake_model(
         outage_after=outage_after,
         outage_seconds=outage_seconds,
         max_concurrent=max_concurrent,
+        make_files=make_files,
     )
 
 

@@ -289,3 +289,19 @@ def test_inventory_roundtrip_and_strict_parse():
     assert script.parse_inventory(text) == sizes
     assert "Files seen: 3 (3000 bytes in total)" in text
     assert script.parse_inventory("- 12 bytes:\n- twelve bytes: /x\n* 3 bytes: /y") == {}
+
+
+def test_make_code_makes_each_asked_type_it_can_and_names_the_rest(tmp_path, capsys):
+    from gdpval.fakemodel.script import MADE_PREFIX, MADE_STEM, make_code
+
+    asked = ["xlsx", "docx", "pptx", "pdf", "csv", "md", "png", "wav"]
+    exec(make_code(str(tmp_path), asked), {})
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith(MADE_PREFIX)]
+    record = json.loads(line[len(MADE_PREFIX) :])
+    assert sorted(record["made"] + list(record["not_made"])) == sorted(asked)
+    assert {"csv", "md", "wav"} <= set(record["made"])  # the standard library's: made in any runtime
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{MADE_STEM}.{ext}" for ext in record["made"])
+    if "xlsx" in record["made"]:
+        import openpyxl
+
+        assert openpyxl.load_workbook(tmp_path / f"{MADE_STEM}.xlsx")["Summary"]["B4"].value == "=SUM(B2:B3)"

@@ -47,6 +47,7 @@ class FakeModelConfig:
     outage_after: int | None = None  # chat requests served before the outage starts (None: no outage)
     outage_seconds: float = 0.0
     max_concurrent: int | None = None  # chat requests in flight above which one gets a 429
+    make_files: bool = False  # the write step also makes a file of each type the prompt asks for (the demo)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", script.validate_faults(self.faults))
@@ -354,7 +355,7 @@ class FakeModel:
     def _complete(self, body: dict[str, Any], faults: dict[str, float], spoken: tuple[str, ...]) -> Reply:
         messages = body["messages"]
         submit = script.offers_tool(body.get("tools"), script.SUBMIT_TOOL)
-        turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)), submit=submit)
+        turn = script.plan(messages, hostile=bool(body.get(HOSTILE_BODY_FIELD)), submit=submit, make=self.config.make_files)
         digest = request_hash(body)
         fault = self._fire(script.decide_fault(faults, self.config.seed, turn), digest, turn)
         delay = self.config.latency

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gdpval.submission.readiness import asked_types
+
 DELIVERABLE_NAME = "reference_inventory.md"
 STEPS = ("list", "sizes", "write", "answer")
 MAX_FAILED_ATTEMPTS = 3
@@ -269,6 +271,48 @@ def write_code(path: str, text: str) -> str:
     )
 
 
+MADE_PREFIX = "FAKEMODEL-MADE "
+MADE_STEM = "scripted_output"
+
+# One maker per file type a prompt may ask for, run in the sandbox's python: each uses what the runtime
+# has (the full image's document libraries, ffmpeg) and reports a type it cannot make instead of failing.
+_MAKERS = {
+    "xlsx": "import openpyxl\nwb = openpyxl.Workbook(); ws = wb.active; ws.title = 'Summary'\n"
+    "ws.append(['item', 'value']); ws.append(['first', 2]); ws.append(['second', 3]); ws['A4'] = 'total'; ws['B4'] = '=SUM(B2:B3)'\nwb.save(path)",
+    "docx": "import docx\nd = docx.Document(); d.add_heading('Scripted deliverable', 1); d.add_paragraph(TEXT); d.save(path)",
+    "pptx": "import pptx\np = pptx.Presentation(); s = p.slides.add_slide(p.slide_layouts[1])\n"
+    "s.shapes.title.text = 'Scripted deliverable'; s.placeholders[1].text = TEXT; p.save(path)",
+    "pdf": "from reportlab.pdfgen import canvas\nc = canvas.Canvas(path); c.drawString(72, 720, TEXT); c.showPage(); c.save()",
+    "csv": "import csv\nwith open(path, 'w', newline='') as f:\n    csv.writer(f).writerows([['item', 'value'], ['first', 2], ['second', 3]])",
+    "md": "open(path, 'w').write('# Scripted deliverable\\n\\n' + TEXT + '\\n')",
+    "png": "from PIL import Image\nImage.new('RGB', (64, 48), (40, 90, 160)).save(path)",
+    "wav": "import wave\nw = wave.open(path, 'wb'); w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000); w.writeframes(bytes(16000)); w.close()",
+    "mp3": "import subprocess\nsubprocess.run(['ffmpeg', '-v', 'error', '-f', 'lavfi', '-i', 'sine=d=1', path], check=True)",
+    "mp4": "import subprocess\nsubprocess.run(['ffmpeg', '-v', 'error', '-f', 'lavfi', '-i', 'color=d=1:s=64x48', '-pix_fmt', 'yuv420p', path], check=True)",
+}
+
+
+def make_code(folder: str, asked: list[str]) -> str:
+    """Python that writes one file of each asked type into `folder` and prints which it made and which
+    the runtime could not (a missing library, no ffmpeg): the demo's deliverables beyond the inventory."""
+    makers = {ext: _MAKERS[ext] for ext in asked if ext in _MAKERS}
+    return (
+        "import json as _json, os as _os\n"
+        "TEXT = 'Made by the scripted model to show the pipeline end to end; not an answer to the task.'\n"
+        f"_made, _not = [], {{}}\n"
+        f"for _ext, _code in {makers!r}.items():\n"
+        f"    path = _os.path.join({folder!r}, {MADE_STEM!r} + '.' + _ext)\n"
+        "    try:\n"
+        "        exec(_code)\n"
+        "        _made.append(_ext)\n"
+        "    except Exception as _exc:\n"
+        "        _not[_ext] = f'{type(_exc).__name__}: {_exc}'[:200]\n"
+        "        if _os.path.exists(path):\n"
+        "            _os.remove(path)\n"
+        f"print({MADE_PREFIX!r} + _json.dumps({{'made': _made, 'not_made': _not}}))\n"
+    )
+
+
 def hostile_code(folder: str) -> str:
     """Entries a careless or malicious model might leave: a link out, a link up, a fifo, a 3 MiB file."""
     return (
@@ -337,15 +381,16 @@ def offers_tool(tools: Any, name: str) -> bool:
     )
 
 
-def plan(messages: list[dict[str, Any]], hostile: bool = False, submit: bool = False) -> Plan:
-    """Decide the next turn from the conversation so far; with ``submit`` the answer is a submit call."""
-    turn = _plan(messages, hostile)
+def plan(messages: list[dict[str, Any]], hostile: bool = False, submit: bool = False, make: bool = False) -> Plan:
+    """Decide the next turn from the conversation so far; with ``submit`` the answer is a submit call,
+    with ``make`` the write step also makes a file of each type the prompt asks for."""
+    turn = _plan(messages, hostile, make)
     if submit and turn.step == "answer":
         return replace(turn, tool=SUBMIT_TOOL, arguments={"answer": turn.text}, text="")
     return turn
 
 
-def _plan(messages: list[dict[str, Any]], hostile: bool) -> Plan:
+def _plan(messages: list[dict[str, Any]], hostile: bool, make: bool = False) -> Plan:
     info = parse_prompt(first_user_text(messages))
     calls = find_calls(messages)
     sizes: dict[str, int | None] = {}
@@ -362,6 +407,8 @@ def _plan(messages: list[dict[str, Any]], hostile: bool) -> Plan:
     if _last_parsed(calls, "write", parse_written) is None:
         path = os.path.join(info.deliverables_dir, DELIVERABLE_NAME)
         code = write_code(path, render_inventory(info, sizes)) + (hostile_code(info.deliverables_dir) if hostile else "")
+        if make:
+            code += make_code(info.deliverables_dir, asked_types(first_user_text(messages), info.references))
         return _tool_plan(messages, calls, "write", "python_exec", {"code": code})
     return _plan_for(messages, calls, "answer", text=summary(info, sizes))
 

@@ -195,6 +195,7 @@ def start_background(
     outage_after: int | None = None,
     outage_seconds: float = 0.0,
     max_concurrent: int | None = None,
+    make_files: bool = False,
 ) -> FakeModelServer:
     """Start the server on a daemon thread; port 0 picks a free port."""
     config = FakeModelConfig(
@@ -212,6 +213,7 @@ def start_background(
         outage_after,
         outage_seconds,
         max_concurrent,
+        make_files,
     )
     return FakeModelServer(host, port, config).start()
 
