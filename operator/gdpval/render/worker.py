@@ -14,6 +14,7 @@ against a pixel budget before they are decoded; audio and video give metadata on
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import os
@@ -159,7 +160,7 @@ def _refuse_macros(path: Path, suffix: str) -> None:
 
 
 def _named_fonts(path: Path) -> list[str]:
-    """The font families the file's XML names (theme placeholders such as +mn-lt left out)."""
+    """The font families the file's XML names, character references decoded (theme placeholders such as +mn-lt left out)."""
     found: set[str] = set()
     try:
         with zipfile.ZipFile(path) as archive:
@@ -167,7 +168,7 @@ def _named_fonts(path: Path) -> list[str]:
                 if FONT_MEMBERS.search(info.filename):
                     with archive.open(info) as member:
                         data = member.read(FONT_BYTES)
-                    found.update(m.decode("utf-8", "replace") for pattern in FONT_PATTERNS for m in re.findall(pattern, data))
+                    found.update(html.unescape(m.decode("utf-8", "replace")) for pattern in FONT_PATTERNS for m in re.findall(pattern, data))
     except zipfile.BadZipFile:
         return []
     return sorted(name for name in found if name.strip() and not name.startswith("+"))
