@@ -304,6 +304,7 @@ def sample_cmd(
 
 def _check(storage, run_name: str, console: Console):
     """Grading readiness of the run's deliverables (runs/<run>/check.json); each sample with a problem is printed."""
+    from gdpval.records import load_record
     from gdpval.render.check import TEXT_ONLY, check_run
 
     def show(sample) -> None:
@@ -318,7 +319,22 @@ def _check(storage, run_name: str, console: Console):
     )
     if results.text_only:
         console.print(f"check: TEXT ONLY: {TEXT_ONLY}", highlight=False, markup=False)
+    hint = host_runtime_hint(load_record(storage, run_name).runtime, sum(bool(s.missing_types) for s in results.samples))
+    if hint:
+        console.print(f"check: {hint}", highlight=False, markup=False)
     return results
+
+
+def host_runtime_hint(runtime: str | None, missing: int) -> str | None:
+    """One line for a run whose samples ran on the host's Python and so often lacked the libraries that make office files."""
+    from gdpval.sandbox.runtime import HOST
+
+    if runtime != HOST or not missing:
+        return None
+    return (
+        f"{missing} sample(s) lack a file type their prompt asks for, and they ran in the host runtime, whose Python may have no "
+        "openpyxl, python-docx, python-pptx or reportlab: `gdpval runtime build` makes the full runtime (the pods' image); run again with a new --run-name"
+    )
 
 
 @app.command()

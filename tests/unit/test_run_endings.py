@@ -28,3 +28,12 @@ def test_the_stop_line_names_the_run_budget_and_its_figures():
     assert run_stop_line(BudgetSettings(run_tokens=15_000), spent) == "run budget (15,230 tokens of 15,000)"
     assert run_stop_line(BudgetSettings(run_tokens=20_000), spent) is None
     assert run_stop_line(BudgetSettings(), spent) is None
+
+
+def test_a_host_run_missing_asked_types_gets_one_line_naming_the_full_runtime():
+    from gdpval.cli import host_runtime_hint
+
+    line = host_runtime_hint("host", 11)
+    assert line is not None and line.startswith("11 sample(s) lack a file type") and "gdpval runtime build" in line
+    assert host_runtime_hint("sha256:abc", 11) is None  # the full runtime: the samples had the libraries
+    assert host_runtime_hint("host", 0) is None
