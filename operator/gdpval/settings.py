@@ -147,6 +147,11 @@ class AgentSettings(SettingsModel):
         le=10_000_000,
         description="With --context elide: estimated tokens the conversation is kept within by eliding old tool output.",
     )
+    view_images: Annotated[bool, Flag(("--view-images/--no-view-images",))] = Field(
+        default=False,
+        description="Offer a `view` tool that shows the model pictures of a file's first pages, slides or image (for vision models; "
+        "the paper counts such scaffolding as a gain, so it is off by default as in the benchmark).",
+    )
 
 
 class PromptSettings(SettingsModel):

@@ -11,6 +11,7 @@ the attempt with a recorded reason. Nothing here raises for a model-side problem
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections.abc import Callable
@@ -21,9 +22,10 @@ import openai
 
 from gdpval.agent.context import elide_old_output
 from gdpval.agent.governor import CallRefused
+from gdpval.agent.images import Viewer, images_message
 from gdpval.agent.prompt import CUT_OFF, NUDGE
 from gdpval.agent.reply import LENGTH, ModelReply, ToolCall, assemble_stream, parse_completion, tokens
-from gdpval.agent.tools import TOOL_ARGUMENT, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
+from gdpval.agent.tools import TOOL_ARGUMENT, VIEW, ParsedCall, applied_timeout, capped, parse_call, render_result, tools_for
 from gdpval.agent.transcript import Transcript
 from gdpval.sample import ErrorKind, SampleStatus, Usage, storable
 from gdpval.settings import AgentSettings, ModelSettings
@@ -141,7 +143,9 @@ class AgentLoop:
         deadline: float,
         clock: Clock | None = None,
         finish: str = "answer",
+        viewer: Viewer | None = None,
     ):
+        """`viewer` offers the `view` tool (the run's agent.viewImages): pictures of files for a vision model."""
         self.client = client
         self.model = model
         self.agent = agent
@@ -150,7 +154,8 @@ class AgentLoop:
         self.deadline = deadline
         self.clock = clock or Clock()
         self.finish = finish
-        self.offered_tools = tools_for(finish)
+        self.viewer = viewer
+        self.offered_tools = tools_for(finish, view=viewer is not None)
         self.offered = [tool["function"]["name"] for tool in self.offered_tools]
         self.outcome = LoopOutcome()
         self.cut_offs = 0  # consecutive replies cut off by the token limit
@@ -199,6 +204,7 @@ class AgentLoop:
                     self._follow_up(messages, reply, NUDGE, "nudge")
                 continue
             messages.append(assistant_message(reply))
+            pictures: list[tuple[str, bytes]] = []
             for index, call in enumerate(reply.tool_calls):
                 parsed = parse_call(call.name, call.arguments, self.offered, cut_off=reply.cut_off)
                 if parsed.name == "submit" and not parsed.problem:
@@ -211,7 +217,8 @@ class AgentLoop:
                     )
                     self._succeed(parsed.argument)
                     return
-                messages.append(self._run_tool(call, parsed))
+                messages.append(self._run_tool(call, parsed, pictures))
+            self._show(messages, pictures)
 
     def _check_steps(self) -> None:
         """At the step limit the attempt ends; as `truncated` when the last reply was cut off."""
@@ -328,8 +335,8 @@ class AgentLoop:
         )
         return reply
 
-    def _run_tool(self, call: ToolCall, parsed: ParsedCall) -> dict[str, Any]:
-        content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed)
+    def _run_tool(self, call: ToolCall, parsed: ParsedCall, pictures: list[tuple[str, bytes]]) -> dict[str, Any]:
+        content, timeout = (parsed.problem, None) if parsed.problem else self._execute(parsed, pictures)
         content = capped(content)
         self.transcript.event(
             "tool_result",
@@ -343,19 +350,36 @@ class AgentLoop:
         )
         return {"role": "tool", "tool_call_id": call.id, "content": storable(content)}
 
-    def _execute(self, parsed: ParsedCall) -> tuple[str, float]:
-        """The tool's rendered result and the timeout it ran under."""
+    def _execute(self, parsed: ParsedCall, pictures: list[tuple[str, bytes]]) -> tuple[str, float]:
+        """The tool's rendered result and the timeout it ran under; a `view` call's pictures go to `pictures`."""
         from gdpval.sandbox.client import SandboxError, SandboxUnavailable
 
         agent = self.agent
         timeout = applied_timeout(parsed.timeout, agent.command_timeout_seconds, agent.max_command_timeout_seconds, self._remaining())
         try:
+            if parsed.name == VIEW and self.viewer is not None:
+                looked = self.viewer.view(parsed.argument, timeout)
+                pictures.extend((parsed.argument, png) for png in looked.images)
+                return looked.text, timeout
             result = self.tools.call(parsed.name, {TOOL_ARGUMENT[parsed.name]: parsed.argument, "timeout": timeout}, timeout)
         except SandboxUnavailable as exc:
             raise LoopFailure(ErrorKind.sandbox, f"the sandbox stopped answering: {exc}") from None
         except SandboxError as exc:
             return f"error: the sandbox refused the call: {exc}", timeout
         return render_result(result.output, result.exit_code, result.timed_out, timeout), timeout
+
+    def _show(self, messages: list[dict[str, Any]], pictures: list[tuple[str, bytes]]) -> None:
+        """The turn's pictures, after all its tool results (as the API requires), in one user message."""
+        message = images_message(pictures)
+        if message is None:
+            return
+        messages.append(message)
+        self.transcript.event(
+            "pictures",
+            files=[name for name, _ in pictures],
+            bytes=[len(png) for _, png in pictures],
+            sha256=[hashlib.sha256(png).hexdigest() for _, png in pictures],
+        )
 
     def _fail(self, kind: ErrorKind, message: str) -> None:
         self.outcome.status = SampleStatus.failed

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TOOL_ARGUMENT = {"bash": "command", "python_exec": "code", "submit": "answer"}
+TOOL_ARGUMENT = {"bash": "command", "python_exec": "code", "submit": "answer", "view": "path"}
+VIEW = "view"
 WORK_TOOLS = ("bash", "python_exec")
 TIMEOUT = "timeout"
 # What one tool result may carry back to the model and the transcript, whatever the sandbox answered.
@@ -56,9 +57,17 @@ SUBMIT_TOOL = _tool(
 )
 
 
-def tools_for(finish: str) -> list[dict[str, Any]]:
-    """The tools of a run: the work tools, plus `submit` when a sample ends by submitting."""
-    return [*TOOLS, SUBMIT_TOOL] if finish == "submit" else list(TOOLS)
+VIEW_TOOL = _tool(
+    VIEW,
+    "Look at a file of the working directory as pictures: the first pages of a PDF or an Office document "
+    "(as LibreOffice lays it out), the first slides of a deck, or an image. Use it to check how a deliverable looks.",
+    {"path": {"type": "string", "description": "The file, relative to the working directory or absolute."}},
+)
+
+
+def tools_for(finish: str, view: bool = False) -> list[dict[str, Any]]:
+    """The tools of a run: the work tools, `view` when the run offers images, `submit` when a sample ends by submitting."""
+    return [*TOOLS, *([VIEW_TOOL] if view else []), *([SUBMIT_TOOL] if finish == "submit" else [])]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gdpval.fakemodel.script import message_text
+from gdpval.fakemodel.script import image_urls, message_text, png_size
 
 DIALECTS = ("parallel", "parts", "reasoning", "no-usage", "partial-usage", "no-ids", "max-completion-tokens", "stream-only")
 BODY_FIELD = "fake_dialects"
@@ -70,6 +70,14 @@ def check_request(body: dict[str, Any], dialects: tuple[str, ...]) -> None:
     if "reasoning" in dialects and any(m.get("role") == "assistant" and any(f in m for f in REASONING_FIELDS) for m in messages):
         raise Refused("The reasoning_content of an assistant message must not be sent back in the input messages.", "messages")
     check_tool_answers(messages)
+    check_images(messages)
+
+
+def check_images(messages: list[dict[str, Any]]) -> None:
+    """Every image part a PNG data URL whose data decodes, as OpenAI refuses an image it cannot read."""
+    for index, url in enumerate(image_urls(messages)):
+        if png_size(url) is None:
+            raise Refused(f"Invalid image in messages (image {index + 1}): not a readable PNG data URL.", "messages", "invalid_image_format")
 
 
 def check_tool_answers(messages: list[dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ A step whose tool result is missing or unparsable is issued again, up to
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -496,11 +497,12 @@ def decide_fault(faults: dict[str, float], seed: int, plan_: Plan) -> str | None
 
 SCRIPT_CALL_PREFIX = "call_fs_"
 SCRIPT_DONE = "Script finished."
-TOOL_FIELDS = {"bash": "command", "python_exec": "code"}
+TOOL_FIELDS = {"bash": "command", "python_exec": "code", "view": "path"}
+PNG_DATA_URL = "data:image/png;base64,"
 
 
 def validate_script(steps: object) -> list[tuple[str, str]]:
-    """A chosen sequence of tool calls: a list of {"bash": command} or {"python_exec": code} objects."""
+    """A chosen sequence of tool calls: a list of {"bash": command}, {"python_exec": code} or {"view": path} objects."""
     if not isinstance(steps, list) or not steps:
         raise ValueError("the script must be a non-empty array of {tool: argument} objects")
     checked = []
@@ -508,8 +510,8 @@ def validate_script(steps: object) -> list[tuple[str, str]]:
         if not isinstance(step, dict) or len(step) != 1:
             raise ValueError(f"step {index} must be an object with exactly one tool")
         ((tool, argument),) = step.items()
-        if tool not in ("bash", "python_exec") or not isinstance(argument, str):
-            raise ValueError(f"step {index}: the tool must be bash or python_exec with a string argument")
+        if tool not in TOOL_FIELDS or not isinstance(argument, str):
+            raise ValueError(f"step {index}: the tool must be one of {', '.join(TOOL_FIELDS)} with a string argument")
         checked.append((tool, argument))
     return checked
 
@@ -522,8 +524,41 @@ def scripted_message(messages: list[dict[str, Any]], steps: list[tuple[str, str]
         if m.get("role") == "assistant" and any(isinstance(c, dict) and str(c.get("id", "")).startswith(SCRIPT_CALL_PREFIX) for c in m.get("tool_calls") or [])
     )
     if played >= len(steps):
-        return {"role": "assistant", "content": SCRIPT_DONE}
+        return {"role": "assistant", "content": SCRIPT_DONE + pictures_seen(messages)}
     tool, argument = steps[played]
     arguments = json.dumps({TOOL_FIELDS[tool]: argument})
     call = {"id": f"{SCRIPT_CALL_PREFIX}{played}", "type": "function", "function": {"name": tool, "arguments": arguments}}
     return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def pictures_seen(messages: list[dict[str, Any]]) -> str:
+    """What a vision model saw: each picture of the user messages as PNG width x height (the scripted
+    check that pictures arrived whole); empty when there were none."""
+    sizes = [png_size(url) for url in image_urls(messages)]
+    if not sizes:
+        return ""
+    return f" Pictures seen: {len(sizes)} ({', '.join('unreadable' if size is None else f'PNG {size[0]}x{size[1]}' for size in sizes)})."
+
+
+def image_urls(messages: list[dict[str, Any]]) -> list[str]:
+    """The URL of every image part of the user messages, in order."""
+    return [
+        str((part.get("image_url") or {}).get("url", ""))
+        for m in messages
+        if m.get("role") == "user" and isinstance(m.get("content"), list)
+        for part in m["content"]
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    ]
+
+
+def png_size(url: str) -> tuple[int, int] | None:
+    """(width, height) of a whole PNG data URL (signature, IHDR first, IEND last); None when it is not one."""
+    if not url.startswith(PNG_DATA_URL):
+        return None
+    try:
+        head = base64.b64decode(url[len(PNG_DATA_URL) :], validate=True)
+    except ValueError:
+        return None
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR" or head[-8:-4] != b"IEND":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")

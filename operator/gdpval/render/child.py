@@ -265,13 +265,13 @@ def _wait_ready(client: SandboxClient) -> None:
 _READY: set[str] = set()
 
 
-def copy_out(workspace: Path, kept: Path) -> bool:
+def copy_out(workspace: Path, kept: Path, folder: str = "out") -> bool:
     """The worker's view.json and pages, copied out of the sandbox's disk (unmounted when it stops) into `kept`.
 
-    The sandbox wrote `out`: it is opened without following a link and its files are read relative to it,
+    The sandbox wrote `folder`: it is opened without following a link and its files are read relative to it,
     so a link put there cannot make the host read one of its own files. False when there is no view.json."""
     try:
-        made = os.open(workspace / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        made = os.open(workspace / folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:

@@ -17,6 +17,7 @@ import openai
 from pydantic import BaseModel, Field, ValidationError
 
 from gdpval.agent.governor import Meter
+from gdpval.agent.images import Viewer
 from gdpval.agent.loop import AgentLoop, Clock, LoopOutcome, Resumed, ToolBackend
 from gdpval.agent.prompt import compose
 from gdpval.agent.transcript import Transcript
@@ -88,8 +89,9 @@ def run_attempt(
     transcript_path = scratch / layout.TRANSCRIPT
     if resumed is not None and meter is not None:  # the sample's budget and cost go on from the cut attempt's
         meter.spend.add(resumed.usage, settings.budget.prices, resumed.cost)
+    viewer = _viewer(tools, host_workspace) if settings.agent.view_images else None
     with Transcript(transcript_path) as transcript:
-        loop = AgentLoop(client, settings.model, settings.agent, tools, transcript, deadline, clock, settings.prompt.finish)
+        loop = AgentLoop(client, settings.model, settings.agent, tools, transcript, deadline, clock, settings.prompt.finish, viewer)
         outcome = loop.run(system, user, resumed)
     if cancelled():
         raise AttemptCancelled(attempt.sample_id)
@@ -105,6 +107,13 @@ def run_attempt(
         raise AttemptRedo(attempt.sample_id)
     commit(attempt, storage, result, host_workspace, transcript_path, outcome.messages)
     return result
+
+
+def _viewer(tools: ToolBackend, host_workspace: Path) -> Viewer:
+    """Imported only when a run offers pictures: the renderer's modules stay out of every other agent's start-up."""
+    from gdpval.runner.viewer import SandboxViewer
+
+    return SandboxViewer(tools, host_workspace)
 
 
 def commit(
