@@ -4,11 +4,14 @@
 the reason it cannot be rendered. The host only checks the zip directory (gdpval.render.guard) and
 hashes the file; the parsing runs in a limited child (gdpval.render.child: a sandbox of the full
 runtime with LibreOffice, the judge pod's sidecar of the sandbox image, else a limited host child), and the result is cached by the file's digest
-and the renderer (gdpval.render.cache).
+and the renderer (gdpval.render.cache): its version, its runtime, its limits and the worker's own source,
+so a changed worker never serves an old result.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -19,13 +22,18 @@ from gdpval.render.worker import kind_of
 RENDERER_VERSION = "render-2"  # 2: LibreOffice given an absolute HOME (a relative one aborted it)
 
 
+@functools.cache
+def _worker_digest() -> str:
+    return hashlib.sha256(child.WORKER.read_bytes()).hexdigest()
+
+
 def view_file(path: Path, name: str, limits: child.RenderLimits | None = None, cache_base: Path | None = None) -> View:
     """The view of one file named `name` (its suffix says how to read it); never raises for a bad file."""
     suffix = Path(name).suffix.lower()[:16]
     system, limits = child.backend(os.environ), limits or child.RenderLimits()
     renderer = f"{RENDERER_VERSION} {child.renderer_label(system)}"
     base = cache_base or cache.cache_dir()
-    entry = cache.key(cache.file_digest(path), suffix, f"{renderer} {limits}")
+    entry = cache.key(cache.file_digest(path), suffix, f"{renderer} {limits} {_worker_digest()}")
     found = cache.load(base, entry, name)
     if found is not None:
         return found

@@ -39,8 +39,29 @@ NO_OFFICE = "no LibreOffice here (no full runtime): text only, no page images"
 IMAGE_FORMATS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
 AUDIO_VIDEO = {".wav", ".mp3", ".m4a", ".aac", ".flac", ".ogg", ".mp4", ".mov", ".avi", ".mkv", ".webm"}
 PLAIN_TEXT = {".txt", ".md", ".csv", ".tsv", ".json", ".html", ".htm", ".xml", ".py", ".yaml", ".yml", ".tex", ".log"}
-FONT_PATTERNS = (rb'<w:font w:name="([^"]{1,100})"', rb'typeface="([^"]{1,100})"', rb'<(?:x:)?name val="([^"]{1,100})"', rb'style:font-name="([^"]{1,100})"')
-FONT_MEMBERS = re.compile(r"(fontTable|styles|theme\d*|document|slide\d+|slideMaster\d+|content)\.xml$")
+# The fonts runs and styles use: a docx's w:rFonts (not its fontTable, which lists what the template declares)
+# and a theme's main fonts, not its per-script fallbacks (<a:font script="Thai" typeface="Angsana New"/>).
+FONT_PATTERNS = (
+    *(rb"<w:rFonts\b[^>]{0,400}?\bw:" + attribute + rb'="([^"]{1,100})"' for attribute in (b"ascii", b"hAnsi", b"eastAsia", b"cs")),
+    rb'<a:(?:latin|ea|cs|sym|buFont)\b[^>]{0,200}?\btypeface="([^"]{1,100})"',
+    rb'<(?:x:)?name val="([^"]{1,100})"',
+    rb'style:font-name="([^"]{1,100})"',
+)
+# Families the full image draws with a stand-in that keeps the layout: metric-compatible ones (Liberation,
+# Carlito, Caladea), and Symbol, whose glyphs LibreOffice maps to its own OpenSymbol.
+METRIC_COMPATIBLE = {
+    "symbol": "opensymbol",
+    "arial": "liberation sans",
+    "helvetica": "liberation sans",
+    "arial narrow": "liberation sans narrow",
+    "times new roman": "liberation serif",
+    "times": "liberation serif",
+    "courier new": "liberation mono",
+    "courier": "liberation mono",
+    "calibri": "carlito",
+    "cambria": "caladea",
+}
+FONT_MEMBERS = re.compile(r"(styles|numbering|theme\d*|document|slide\d+|slideMaster\d+|content)\.xml$")
 FONT_BYTES = 4 << 20  # of each member scanned for font names
 
 
@@ -444,9 +465,9 @@ def available_fonts() -> list[str]:
 
 
 def missing_fonts(named: list[str], available: list[str]) -> list[str]:
-    """The named families fontconfig lacks here, so LibreOffice drew them with a substitute."""
+    """The named families fontconfig lacks here, nor a metric-compatible one, so LibreOffice drew them with a substitute."""
     have = {name.casefold() for name in available}
-    return [name for name in named if name.casefold() not in have]
+    return [name for name in named if name.casefold() not in have and METRIC_COMPATIBLE.get(name.casefold()) not in have]
 
 
 def main(argv: list[str]) -> int:
