@@ -33,7 +33,7 @@ setup:
 	hack/setup.sh
 
 run: setup
-	hack/demo.sh
+	hack/demo.sh $(DEMO)
 
 # `make test`: setup with its builds in the background, lint, then every tier in one pytest session,
 # then the teardown test alone (it stops the cluster: inside the session it would wait for the other

@@ -276,13 +276,28 @@ def stress_rows(revision: Revision = "current", seed: int = SEED) -> list[dict[s
             "prompt": prompt(rng, occupation, refs, lengths[index], separators=index % 4 == 0),
             **_uris("reference_files", paths),
         }
-        if revision == "current":
-            kind = GOLD_FORMATS[index % len(GOLD_FORMATS)]
-            gold = [f"deliverable_files/{_hash(revision, task_id, 'gold', 0)}/{occupation[:40]} – final.{kind}"]
-            row |= {"deliverable_text": f"{GOLD_MARK} for {task_id}", **_uris("deliverable_files", gold, "deliverable_file")}
-            row |= rubric(random.Random(f"{seed}/{task_id}"))
-        rows.append(row)
+        rows.append(row | gold_columns(row, index, seed) if revision == "current" else row)
     return rows
+
+
+def gold_columns(row: dict[str, Any], index: int, seed: int = SEED) -> dict[str, Any]:
+    """The current revision's columns for one first-revision row: one gold stand-in file (docx, xlsx or pdf
+    by `index`), its text and URIs, and a rubric drawn from the seed and the task."""
+    task_id, kind = row["task_id"], GOLD_FORMATS[index % len(GOLD_FORMATS)]
+    gold = [f"deliverable_files/{_hash('current', task_id, 'gold', 0)}/{row['occupation'][:40]} – final.{kind}"]
+    files = _uris("deliverable_files", gold, "deliverable_file")
+    return {"deliverable_text": f"{GOLD_MARK} for {task_id}", **files, **rubric(random.Random(f"{seed}/{task_id}"))}
+
+
+def with_standin_gold(dataset: Path) -> Path:
+    """Rewrite a first-revision dataset folder (the shared 12-task sample) as the current revision, with
+    stand-in gold files and rubrics: what the demo's scripted judge needs. Its references stay as they are."""
+    rows = [row | gold_columns(row, index) for index, row in enumerate(pq.read_table(dataset / PARQUET).to_pylist())]
+    pq.write_table(stress_table(rows, "current"), dataset / PARQUET)
+    for row in rows:
+        for path in row["deliverable_files"]:
+            _write(dataset / path, gold_bytes(Path(path).name))
+    return dataset
 
 
 def _uris(column: str, paths: list[str], stem: str = "reference_file") -> dict[str, list[str]]:
