@@ -6,7 +6,10 @@ Measures, side by side in one run (machines here are noisy; compare ratios, not 
      namespace, seccomp, cgroup, loop-mounted disk where allowed) vs unhardened, interleaved start by start,
      and (hardened) over the full sandbox image unpacked as the root vs the host's /usr and /etc, interleaved;
   3. `gdpval run` over the 12-task sample at concurrency 1 and 4 (wall time, per-sample mean).
+  4. with --imports OTHER_RUNTIME: a python_exec importing the document libraries models reach for, in a
+     sandbox over the current full runtime and one over another (say, one built before a change), alternating.
 Usage: .venv/bin/python bench/harness.py [--calls 200] [--starts 20] [--sandbox-only | --runtime-only]
+       .venv/bin/python bench/harness.py --imports OTHER_RUNTIME_FOLDER [--calls 20]
        .venv/bin/python bench/harness.py --sandbox-only --against OTHER_CHECKOUT [--starts 20] [--calls 200]
 With --against, hardened sandbox start + stop and tool-call round trips of this tree and of another
 checkout (run by that checkout's own .venv), alternating sandbox by sandbox, and their ratios.
@@ -31,7 +34,7 @@ from gdpval.sandbox.client import SandboxClient  # noqa: E402
 from gdpval.sandbox.limits import Limits  # noqa: E402
 from gdpval.sandbox.limits.report import check as check_limits  # noqa: E402
 from gdpval.sandbox.local import LocalSandbox  # noqa: E402
-from gdpval.sandbox.runtime import BUILD_IT, Runtime, current  # noqa: E402
+from gdpval.sandbox.runtime import BUILD_IT, Runtime, current, load  # noqa: E402
 from support.cli import gdpval, run_args  # noqa: E402
 from support.standins import make_standin_dataset  # noqa: E402
 
@@ -91,6 +94,39 @@ def runtime_cost(starts: int) -> dict[str, object]:
     report: dict[str, object] = {"runtime": full.label, "full": summarize(image), "host": summarize(host)}
     report["ratio_p50"] = summarize(image)["p50_ms"] / summarize(host)["p50_ms"]
     report["ratio_mean"] = summarize(image)["mean_ms"] / summarize(host)["mean_ms"]
+    return report
+
+
+# What a model's python_exec typically starts with: each call is a fresh interpreter.
+DOCUMENT_IMPORTS = "import pandas, numpy, openpyxl, docx, pptx, matplotlib.pyplot, reportlab.pdfgen.canvas, PIL.Image, fitz"
+
+
+def import_cost(other: Path, calls: int) -> dict[str, object]:
+    """python_exec of DOCUMENT_IMPORTS over the current full runtime and over `other`, call by call alternating."""
+    runtimes = {"current": current(), "other": load(other)}
+    if runtimes["current"] is None:
+        raise SystemExit(f"no full runtime to measure: {BUILD_IT}")
+    times: dict[str, list[float]] = {name: [] for name in runtimes}
+    with tempfile.TemporaryDirectory() as tmp:
+        boxes = {name: LocalSandbox(Path(tmp) / name, {}, isolation="bwrap", system=system) for name, system in runtimes.items()}
+        clients = {}
+        for name, box in boxes.items():
+            (Path(tmp) / name).mkdir()
+            box.start()
+            clients[name] = SandboxClient(box.address, box.token)
+        try:
+            for _ in range(calls):
+                for name, client in clients.items():
+                    start = time.perf_counter()
+                    out = client.call("python_exec", {"code": DOCUMENT_IMPORTS}, 120)
+                    times[name].append(time.perf_counter() - start)
+                    if out.exit_code != 0:
+                        raise SystemExit(f"{name}: the imports failed: {out.output[-500:]}")
+        finally:
+            for box in boxes.values():
+                box.stop()
+    report: dict[str, object] = {name: {"runtime": r.label, **summarize(times[name])} for name, r in runtimes.items() if r}
+    report["ratio_p50"] = summarize(times["current"])["p50_ms"] / summarize(times["other"])["p50_ms"]
     return report
 
 
@@ -164,7 +200,11 @@ def main() -> None:
     parser.add_argument("--sandbox-only", action="store_true", help="only the hardened vs unhardened start + stop")
     parser.add_argument("--runtime-only", action="store_true", help="only the start + stop over the full runtime vs the host")
     parser.add_argument("--against", type=Path, help="with --sandbox-only: compare with this other checkout (with its .venv)")
+    parser.add_argument("--imports", type=Path, metavar="OTHER_RUNTIME", help="only python_exec's document imports, this runtime vs OTHER_RUNTIME")
     args = parser.parse_args()
+    if args.imports:
+        print(json.dumps({"python_exec_document_imports": import_cost(args.imports, args.calls)}, indent=2))
+        return
     if args.against:
         print(json.dumps({"sandbox_this_vs_other": tree_cost(args.against, args.starts, args.calls)}, indent=2))
         return

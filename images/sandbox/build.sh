@@ -146,7 +146,7 @@ content_ref() {
   base_id="$(podman image inspect --format '{{.Id}}' "$BASE_REF" 2>/dev/null)" ||
     die "base image $BASE_REF is missing: hack/images.sh base"
   # shellcheck disable=SC2046
-  echo "$REPO:$FLAVOUR-$({ sha256sum "$HERE/Dockerfile" $(locks) "$HERE/pip-check.sh" "$TOOLSERVER" | cut -c1-64
+  echo "$REPO:$FLAVOUR-$({ sha256sum "$HERE/Dockerfile" $(locks) "$HERE/pip-check.sh" "$HERE/compile-bytecode.py" "$TOOLSERVER" | cut -c1-64
                            echo "$base_id"; } | sha256sum | cut -c1-12)"
 }
 
@@ -183,7 +183,7 @@ build() {
   else
     ctx="$STATE/context"
     rm -rf "$ctx" && mkdir -p "$ctx" "$APT_CACHE/partial"
-    cp "$HERE/Dockerfile" "$LOCK" "$TORCH_LOCK" "$HERE/pip-check.sh" "$TOOLSERVER" "$ctx/"
+    cp "$HERE/Dockerfile" "$LOCK" "$TORCH_LOCK" "$HERE/pip-check.sh" "$HERE/compile-bytecode.py" "$TOOLSERVER" "$ctx/"
     ln -s "$APT_CACHE" "$ctx/apt"
     # The Debian stage needs no wheel: with the layer cache on, it builds while they download (on a
     # fresh machine both take minutes), and the image's build then finds it cached.

@@ -209,6 +209,20 @@ def _():
              "xlsxwriter", "fpdf", "bs4", "lxml", "markdown", "jinja2", "yaml", "requests", "tabulate"]
     return {n: getattr(importlib.import_module(n), "__version__", "?") for n in names}
 
+@check("bytecode")
+def _():
+    # Every module comes with its bytecode, hash-based and unchecked (pyc flags 0b01): no import compiles.
+    import importlib, importlib.util, sysconfig
+    site = sysconfig.get_paths()["purelib"]
+    flags = {}
+    for name in ["pandas", "openpyxl", "docx", "pptx", "matplotlib.pyplot", "reportlab.pdfgen.canvas", "PIL.Image", "fitz"]:
+        module = importlib.import_module(name)
+        assert module.__file__.startswith(site), (name, module.__file__)
+        with open(importlib.util.cache_from_source(module.__file__), "rb") as pyc:
+            flags[name] = int.from_bytes(pyc.read(8)[4:], "little")
+    assert set(flags.values()) == {1}, flags
+    return flags
+
 @check("toolserver_starts")
 def _():
     proc = subprocess.Popen([sys.executable, "/opt/gdpval/toolserver.py", "--listen", "127.0.0.1:7000", "--workspace", "/workspace"],
@@ -230,6 +244,7 @@ with open(f"{out}/results.json", "w") as f:
 """
 
 NAMES = [
+    "bytecode",
     "identity",
     "make_docx",
     "docx_to_pdf_libreoffice",
