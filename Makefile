@@ -26,7 +26,7 @@ cluster-demo:
 cluster-demo-down:
 	hack/cluster-demo.sh down
 
-.PHONY: setup run test test-unit test-integration test-cluster test-teardown test-torch lint
+.PHONY: setup run test test-unit test-integration test-cluster test-teardown test-torch test-torch-if-changed lint
 # The README's two commands: `make run` (the main job, embedded) and `make test` (the whole suite,
 # after the same checks as `make lint`).
 setup:
@@ -37,7 +37,8 @@ run: setup
 
 # `make test`: setup with its builds in the background, lint, then every tier in one pytest session,
 # then the teardown test alone (it stops the cluster: inside the session it would wait for the other
-# workers' last tests), then the background builds' step times. Each worker is sent one test at a
+# workers' last tests), then the background builds' step times, then the full-torch flavour's tests
+# if its inputs changed since they last passed. Each worker is sent one test at a
 # time, ready first (tests/infra/schedule.py): the cluster tier as soon as setup has the cluster up,
 # the image tests once the runtime is built, else the tests needing no build. Two workers take any
 # test; a third, where the cluster tier runs, takes its tests only (they wait on pods more than on
@@ -52,6 +53,7 @@ test:
 	GDPVAL_TEST_TIMELINE=$(TIMELINE) $(PYTEST) -n 3 -m "not cluster_teardown and not torch" tests
 	$(MAKE) --no-print-directory test-teardown
 	hack/setup.sh --wait
+	$(MAKE) --no-print-directory test-torch-if-changed
 
 # The tiers alone (after `hack/setup.sh --test`). Unit: tests/unit, no server, no subprocess.
 # Integration: every other test not marked `cluster` (real processes, MinIO, sandboxes, images).
@@ -70,9 +72,18 @@ test-teardown:
 	.venv/bin/pytest --durations=5 -m cluster_teardown tests/cluster
 
 # The full-torch flavour's tests (images/sandbox/README.md, "Flavours"): they build it first, about
-# 3 GB of wheels more than `full`, so `make test` leaves them out.
+# 3 GB of wheels more than `full`. Passing, they record the digest of the flavour's package inputs
+# in images/sandbox/torch-tested.sha256 (commit it); `make test` runs them only when those inputs
+# differ from what that file records, as a fresh machine could not fit them in its budget every time.
+TORCH_BUILD = images/sandbox/build.sh
 test-torch:
 	$(PYTEST) -n 2 -m torch tests
+	$(TORCH_BUILD) record-tested full-torch
+
+test-torch-if-changed:
+	@if $(TORCH_BUILD) tested full-torch; then \
+	  echo "full-torch: its package inputs are those test-torch last passed with ($$($(TORCH_BUILD) digest full-torch | cut -c1-12)): not run"; \
+	else $(MAKE) --no-print-directory test-torch; fi
 
 # ruff (lint and format) over the code, mypy over the package; setup installs both (test extra).
 LINTED = operator tests bench

@@ -8,6 +8,9 @@
 #   images/sandbox/build.sh import [FLAVOUR]    load this tree's image into the local cluster's containerd (once per tag)
 #   images/sandbox/build.sh ref [FLAVOUR]       print the image reference of the last build
 #   images/sandbox/build.sh tag [FLAVOUR]       print the image reference this tree builds (without building)
+#   images/sandbox/build.sh digest full-torch   print the digest of the packages' inputs (no base image, no tool server)
+#   images/sandbox/build.sh tested full-torch   exit 0 when that digest is the one torch-tested.sha256 records
+#   images/sandbox/build.sh record-tested full-torch   record it there (make test-torch, after its tests pass)
 #
 # FLAVOUR is `full` (the default: the paper's list without its torch family) or `full-torch` (with
 # it, about 5 GB more; README.md, "Flavours").
@@ -139,16 +142,28 @@ locks() {
   [[ "$FLAVOUR" == full ]] || echo "$TORCH_LOCK"
 }
 
-# The tag is a hash of the content: the Dockerfile, the flavour's locks, the pip check, the tool
-# server and the base image's id.
+# The files the image is built from, as sha256 sums: the Dockerfile, the flavour's locks, the pip check,
+# the bytecode step and (unless `without-toolserver`) the tool server.
+input_sums() {
+  local files=("$HERE/Dockerfile")
+  mapfile -t -O 1 files < <(locks)
+  files+=("$HERE/pip-check.sh" "$HERE/compile-bytecode.py")
+  [[ "${1:-}" == without-toolserver ]] || files+=("$TOOLSERVER")
+  sha256sum "${files[@]}" | cut -c1-64
+}
+
+# The tag is a hash of the content: the input files and the base image's id.
 content_ref() {
   local base_id
   base_id="$(podman image inspect --format '{{.Id}}' "$BASE_REF" 2>/dev/null)" ||
     die "base image $BASE_REF is missing: hack/images.sh base"
-  # shellcheck disable=SC2046
-  echo "$REPO:$FLAVOUR-$({ sha256sum "$HERE/Dockerfile" $(locks) "$HERE/pip-check.sh" "$HERE/compile-bytecode.py" "$TOOLSERVER" | cut -c1-64
-                           echo "$base_id"; } | sha256sum | cut -c1-12)"
+  echo "$REPO:$FLAVOUR-$({ input_sums; echo "$base_id"; } | sha256sum | cut -c1-12)"
 }
+
+# What `make test-torch` last passed with (TESTED_FILE, in git) and `make test` compares against: the
+# packages' inputs only. The base image differs per machine, and the tool server is tested in `full`.
+TESTED_FILE="$HERE/torch-tested.sha256"
+packages_digest() { input_sums without-toolserver | sha256sum | cut -c1-64; }
 
 # Hard links where the file system allows (the wheels are gigabytes), else a copy.
 stage_wheels() {
@@ -247,5 +262,8 @@ case "${1:-build}" in
   import) import_image ;;
   ref) cat "$REF_FILE" ;;
   tag) content_ref ;;
+  digest) packages_digest ;;
+  tested) [[ "$(packages_digest)" == "$(cat "$TESTED_FILE" 2>/dev/null)" ]] ;;
+  record-tested) packages_digest >"$TESTED_FILE" ;;
   *) die "unknown command: $1 (build|cold|wheels|lock|import|ref|tag)" ;;
 esac
