@@ -270,6 +270,10 @@ JudgeMethod = Literal["rubric", "pairwise", "both"]
 DEFAULT_JUDGE_METHOD: JudgeMethod = "rubric"  # the one default: CLI, CRD, status and the estimate reader take it from here
 
 
+# Over this share of judged pairs whose two orders disagree, a pairwise estimate is labelled position-biased.
+MAX_INCONSISTENT = 0.3
+
+
 class JudgeSettings(SettingsModel):
     """The local judge (`gdpval judge`): rubric points and/or wins-or-ties against the gold, a local estimate, not the official GDPval grade."""
 
@@ -283,6 +287,13 @@ class JudgeSettings(SettingsModel):
         default=DEFAULT_JUDGE_METHOD,
         description="rubric: points against each task's rubric; pairwise: wins-or-ties against the experts' deliverables (the gold), "
         "both orders, a local estimate against the public gold, not OpenAI's grade; both.",
+    )
+    max_inconsistency: float = Field(
+        default=MAX_INCONSISTENT,
+        ge=0,
+        le=1,
+        description="Pairwise: over this share of judged pairs whose two orders disagree, the estimate is labelled "
+        "'position-biased: estimate unreliable' (status.judge.pairwise.reliability).",
     )
 
 

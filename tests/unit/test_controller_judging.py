@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from kubernetes.utils import parse_quantity
+from pydantic import ValidationError
 
 from gdpval.api.v1alpha1 import GdpvalRunSpec, GdpvalRunStatus
 from gdpval.controller.effects.gather import secret_refs
@@ -21,6 +23,7 @@ from gdpval.judge import LABEL
 from gdpval.judge.models import JudgeResults, SampleScore
 from gdpval.judge.store import write_results
 from gdpval.judge.verdicts import PAIRWISE_LABEL, UNRELIABLE, PairResults, PairScore
+from gdpval.settings import MAX_INCONSISTENT
 from gdpval.storage import layout
 from gdpval.storage.local import LocalStorage
 from support.fake_kube import FakeKube
@@ -102,6 +105,18 @@ def test_the_judge_job_runs_gdpval_judge_with_the_key_from_its_secret():
     assert "sk-" not in json.dumps(manifest)
     assert manifest["metadata"]["labels"]["app.kubernetes.io/component"] == "judge"
     assert manifest["spec"]["backoffLimit"] == m.PREPARE_BACKOFF_LIMIT
+
+
+def test_the_judge_job_labels_position_bias_at_the_specs_share():
+    """spec.judge.maxInconsistency reaches the Job's command (the CLI's --max-inconsistency), which labels the
+    estimate in results.json and so in status; without it the Job gets the CLI's own default."""
+    for judge, share in (({**JUDGE, "maxInconsistency": 0.15}, "0.15"), (JUDGE, str(MAX_INCONSISTENT))):
+        ctx = m.RunContext("demo", "ns", "uid-1", spec(judge=judge), "agent:1", "sandbox:1")
+        [container] = judge_job(ctx)["spec"]["template"]["spec"]["containers"]
+        args = container["args"] if "args" in container else container["command"]
+        assert args[args.index("--max-inconsistency") + 1] == share
+    with pytest.raises(ValidationError, match="less than or equal to 1"):
+        spec(judge={**JUDGE, "maxInconsistency": 1.5})
 
 
 def test_a_judge_pod_that_cannot_start_says_why():

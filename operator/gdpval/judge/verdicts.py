@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from gdpval.judge.usage import Usage
 from gdpval.sample import ModelText
+from gdpval.settings import MAX_INCONSISTENT
 
 PAIRWISE_LABEL = "local estimate against the public gold, not OpenAI's grade"
 Verdict = Literal["win", "tie", "loss", "failed"]
@@ -22,9 +23,8 @@ Preference = Literal["ours", "theirs", "tie"]  # which set a reply preferred: th
 Order = Literal["ours-first", "theirs-first"]
 RESAMPLES = 2000
 LEVEL = 0.95
-# A judge whose two orders disagree on more of the judged pairs than this prefers a position, not a set:
+# A judge whose two orders disagree on more of the judged pairs than settings.MAX_INCONSISTENT prefers a position:
 # its wins-or-ties is then mostly ties by rule, and is labelled so wherever it is shown.
-MAX_INCONSISTENT = 0.3
 UNRELIABLE = "position-biased: estimate unreliable"
 
 

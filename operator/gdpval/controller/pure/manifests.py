@@ -286,6 +286,7 @@ def judge_job(ctx: RunContext) -> dict[str, Any]:
     assert judge is not None, "a judge Job is only planned for a spec with a judge section"
     args = ["gdpval", "judge", *_common_args(ctx), "--judge-model", judge.model, "--judge-base-url", judge.base_url]
     args += ["--concurrency", str(judge.concurrency), "--tries", str(judge.tries), "--method", judge.method]
+    args += ["--max-inconsistency", str(judge.max_inconsistency)]
     ref = judge.api_key_secret_ref
     env = [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}] if ref else []
     return with_render_sidecar(ctx, _job(ctx, n.COMPONENT_JUDGE, args, PREPARE_BACKOFF_LIMIT, env, DEFAULT_JOB_RESOURCES))
