@@ -292,8 +292,7 @@ class JudgeSettings(SettingsModel):
         default=MAX_INCONSISTENT,
         ge=0,
         le=1,
-        description="Pairwise: over this share of judged pairs whose two orders disagree, the estimate is labelled "
-        "'position-biased: estimate unreliable' (status.judge.pairwise.reliability).",
+        description="Pairwise: over this share of judged pairs whose two orders disagree, the estimate is labelled 'position-biased: estimate unreliable'.",
     )
 
 

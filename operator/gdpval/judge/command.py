@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from gdpval.contract import EXIT_JUDGE_UNRELIABLE as EXIT_UNRELIABLE
 from gdpval.errors import GdpvalError
 from gdpval.judge.usage import Prices
-from gdpval.judge.verdicts import MAX_INCONSISTENT, headline
+from gdpval.judge.verdicts import headline
 from gdpval.judge.workdir import remove_own_on_sigterm
-from gdpval.settings import DEFAULT_JUDGE_METHOD, JudgeSettings, OutputSettings
+from gdpval.settings import DEFAULT_JUDGE_METHOD, MAX_INCONSISTENT, JudgeSettings, OutputSettings
 
 KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_CACHE = Path.home() / ".cache" / "gdpval"
@@ -71,7 +71,7 @@ def judge_command(
     cache_dir: Annotated[Path, typer.Option(help="Where the run's dataset is cached when a reference or gold file must come from it.")] = DEFAULT_CACHE,
     max_inconsistency: Annotated[
         float,
-        typer.Option(min=0, max=1, help="Pairwise: over this share of judged pairs whose two orders disagree, the estimate is labelled unreliable."),
+        typer.Option(min=0, max=1, help=_help("max_inconsistency")),
     ] = MAX_INCONSISTENT,
     require_consistency: Annotated[
         bool, typer.Option("--require-consistency", help=f"Pairwise: exit {EXIT_UNRELIABLE} when the estimate is labelled unreliable (position-biased).")

@@ -29,11 +29,12 @@ from gdpval.judge.request import JudgeOptions, call
 from gdpval.judge.spend import Journal, spent_on
 from gdpval.judge.store import GOLD
 from gdpval.judge.usage import Usage
-from gdpval.judge.verdicts import MAX_INCONSISTENT, Order, OrderReply, PageRef, PairResults, PairScore, agreement, combine, preference
+from gdpval.judge.verdicts import Order, OrderReply, PageRef, PairResults, PairScore, agreement, combine, preference
 from gdpval.judge.workdir import remove_left_behind, work_folder
 from gdpval.manifest import ManifestEntry
 from gdpval.records import load_run
 from gdpval.sample import SampleResult
+from gdpval.settings import MAX_INCONSISTENT
 from gdpval.storage import NotFound, Storage, layout
 from gdpval.storage.committed import CommittedAttempt, list_committed
 
