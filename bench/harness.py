@@ -18,6 +18,7 @@ checkout (run by that checkout's own .venv), alternating sandbox by sandbox, and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -107,24 +108,18 @@ def import_cost(other: Path, calls: int) -> dict[str, object]:
     if runtimes["current"] is None:
         raise SystemExit(f"no full runtime to measure: {BUILD_IT}")
     times: dict[str, list[float]] = {name: [] for name in runtimes}
-    with tempfile.TemporaryDirectory() as tmp:
-        boxes = {name: LocalSandbox(Path(tmp) / name, {}, isolation="bwrap", system=system) for name, system in runtimes.items()}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         clients = {}
-        for name, box in boxes.items():
+        for name, system in runtimes.items():
             (Path(tmp) / name).mkdir()
-            box.start()
-            clients[name] = SandboxClient(box.address, box.token)
-        try:
-            for _ in range(calls):
-                for name, client in clients.items():
-                    start = time.perf_counter()
-                    out = client.call("python_exec", {"code": DOCUMENT_IMPORTS}, 120)
-                    times[name].append(time.perf_counter() - start)
-                    if out.exit_code != 0:
-                        raise SystemExit(f"{name}: the imports failed: {out.output[-500:]}")
-        finally:
-            for box in boxes.values():
-                box.stop()
+            clients[name] = stack.enter_context(LocalSandbox(Path(tmp) / name, {}, isolation="bwrap", system=system)).client()
+        for _ in range(calls):
+            for name, client in clients.items():
+                start = time.perf_counter()
+                out = client.call("python_exec", {"code": DOCUMENT_IMPORTS}, 120)
+                times[name].append(time.perf_counter() - start)
+                if out.exit_code != 0:
+                    raise SystemExit(f"{name}: the imports failed: {out.output[-500:]}")
     report: dict[str, object] = {name: {"runtime": r.label, **summarize(times[name])} for name, r in runtimes.items() if r}
     report["ratio_p50"] = summarize(times["current"])["p50_ms"] / summarize(times["other"])["p50_ms"]
     return report
