@@ -6,17 +6,19 @@ process, the scripted fake model behind a recorder. The recorder forwards every 
 when each pod IP first connects; a pod's figure is that time minus when its ADDED event arrived.
 Uses the cluster as the tests do: brought up if it is down (never stopped), under the users' shared lock.
 
-Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--ahead N] [--images AGENT SANDBOX] [--floor] --json
+Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--ahead N] [--pool N] [--images AGENT SANDBOX] [--floor] --json
 
 `--ahead N` runs the run twice in one invocation (same cluster, MinIO, model and images), first as is,
 then with `spec.samples.startAhead: N`: a pod started ahead of its turn is timed from its go (the watch
 event that shows the operator's go annotation) to its first model request (its steps add when the watch
-first showed it Ready, its agent waiting), a pod created straight into
-the window from its creation as before; `first_window` gives each run's first `--parallelism` pods from
-their creation, step by step (with startAhead they too wait for a go), the two paths side by side. `--images` runs given, already imported images instead of
-building this tree's (a before/after pair side by side); `--floor` measures Kubernetes' own part
+first showed it Ready, its agent waiting), a pod created straight into the window from its creation as
+before; `first_window` gives each run's first `--parallelism` pods from their creation (or claim), step by
+step (with startAhead they too wait for a go), the paths side by side. `--images` runs given, already
+imported images instead of building this tree's (a before/after pair side by side); `--floor` measures Kubernetes' own part
 instead: trivial pods (the sandbox image's bash opening one connection to the recorder) created -> that
-connection, in waves of `--parallelism`.
+connection, in waves of `--parallelism`. `--pool N` adds a path in which a GdpvalPool of N pods is made ready
+first, then two runs of `--samples` run back to back claiming from it: a claimed pod counts from the watch event
+that shows its claim, a pod the run had to create beside the pool (none free) from its creation.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ from gdpval.controller.pure import names as n  # noqa: E402
 from gdpval.fakemodel.server import start_background  # noqa: E402
 from infra import cluster as local_cluster  # noqa: E402
 from infra.minio import MinioServer  # noqa: E402
-from support.operator import Kube, OperatorProcess, install_crd, restricted_namespace, run_manifest, upload_tree  # noqa: E402
+from support.operator import Kube, OperatorProcess, install_crd, pool_manifest, restricted_namespace, run_manifest, upload_tree  # noqa: E402
 from support.standins import make_standin_dataset, sample_dataset_path  # noqa: E402
 
 SAMPLE_TASKS = 12
 SLOW_GO_S = 2.0  # a pod started ahead this long from its go to its first request is listed with its steps
+POOL_KEY = "__pool"  # in a path's spec.samples overrides: the pool's size (taken out before the run's spec)
 
 
 class Recorder(socketserver.ThreadingTCPServer):
@@ -104,6 +107,7 @@ class PodsSeen:
         self.ready: dict[str, float] = {}  # a pod started ahead: when the watch first showed it Ready (its agent waits)
         self.ips: dict[str, str] = {}
         self.last: dict[str, dict[str, Any]] = {}
+        self.pooled: set[str] = set()  # pods claimed from a pool: they count from the event that shows the claim
 
     def start(self, pod: str) -> float:
         """Where the sample's start counts from: its go if the pod was started ahead, else its creation."""
@@ -114,6 +118,8 @@ class PodsSeen:
         if meta.get("labels", {}).get(n.L_COMPONENT) != n.COMPONENT_SAMPLE:
             return
         self.added.setdefault(meta["name"], time.time())
+        if n.L_POOL in meta.get("labels", {}):
+            self.pooled.add(meta["name"])
         go = (meta.get("annotations") or {}).get(n.A_GO)
         if go == "":
             self.ahead.add(meta["name"])
@@ -176,9 +182,11 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     try:
         cluster = local_cluster.bring_up(images=not args.images)
         images = tuple(args.images) if args.images else (cluster.images["operator"], cluster.images["sandbox-slim"])
-        paths = {} if args.ahead_only else {"as is": {}}
+        paths: dict[str, dict[str, Any]] = {} if args.ahead_only else {"as is": {}}
         if args.ahead:
             paths[f"startAhead {args.ahead}"] = {"startAhead": args.ahead}
+        if args.pool:
+            paths[f"pool {args.pool}"] = {POOL_KEY: args.pool}
         with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
             recorder = Recorder(cluster.node_ip, ("127.0.0.1", model.port))
             threading.Thread(target=recorder.serve_forever, daemon=True).start()
@@ -193,7 +201,7 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 recorder.shutdown()
     finally:
         users.release()
-    return reports if args.ahead else reports["as is"]
+    return reports if len(reports) > 1 else reports["as is"]
 
 
 def one_path(
@@ -222,41 +230,52 @@ def one_path(
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
         return report(args, seen, recorder, {"state": "floor"}, images)
     operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
+    pool = samples.pop(POOL_KEY, 0)
     try:
-        manifest = run_manifest(
-            "startup",
-            namespace,
-            model_url=f"http://{cluster.node_ip}:{recorder.server_address[1]}/v1",
-            dataset=f"s3://{bucket}/dataset",
-            output_url=f"s3://{bucket}/out",
-            endpoint=minio.endpoint_url,
-            images=images,
-            parallelism=args.parallelism,
-            selection={"limit": selection(args.samples)[0], "repeats": selection(args.samples)[1]},
-        )
-        manifest["spec"].setdefault("samples", {}).update(samples)
-        kube.apply(manifest)
-        done = kube.run(
-            "wait", "--for=jsonpath={.status.state}=Succeeded", "gdpvalrun/startup", f"--timeout={args.timeout}s", check=False, timeout=args.timeout + 30
-        )
-        status = kube.run_status("startup")
-        if done.returncode != 0:
-            raise RuntimeError(f"the run did not succeed: {status}\n--- operator log ---\n{operator.logs()[-3000:]}")
+        if pool:
+            kube.apply(pool_manifest("bench", namespace, images=images, size=pool))
+            kube.wait_for(lambda: ((kube.get("gdpvalpool", "bench") or {}).get("status") or {}).get("ready") == pool, args.timeout, "the pool ready", 0.5)
+        names = ["startup-1", "startup-2"] if pool else ["startup"]  # two runs back to back share the pool
+        statuses = [_one_run(args, kube, cluster, minio, recorder, bucket, images, samples, name, operator) for name in names]
     finally:
         stop.set()
         operator.stop()
         kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-    return report(args, seen, recorder, status, images)
+    return report(args, seen, recorder, statuses[-1], images, runs=len(names))
 
 
-def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status: dict[str, Any], images: tuple[str, ...]) -> dict[str, Any]:
+def _one_run(args, kube, cluster, minio, recorder, bucket, images, samples, name: str, operator) -> dict[str, Any]:
+    """A GdpvalRun of `--samples` at `--parallelism`, waited for; its status."""
+    limit, repeats = selection(args.samples)
+    manifest = run_manifest(
+        name,
+        kube.namespace,
+        model_url=f"http://{cluster.node_ip}:{recorder.server_address[1]}/v1",
+        dataset=f"s3://{bucket}/dataset",
+        output_url=f"s3://{bucket}/out",
+        endpoint=minio.endpoint_url,
+        images=images,
+        parallelism=args.parallelism,
+        selection={"limit": limit, "repeats": repeats},
+    )
+    manifest["spec"].setdefault("samples", {}).update(samples)
+    kube.apply(manifest)
+    wait = ["wait", "--for=jsonpath={.status.state}=Succeeded", f"gdpvalrun/{name}", f"--timeout={args.timeout}s"]
+    done = kube.run(*wait, check=False, timeout=args.timeout + 30)
+    status = kube.run_status(name)
+    if done.returncode != 0:
+        raise RuntimeError(f"the run did not succeed: {status}\n--- operator log ---\n{operator.logs()[-3000:]}")
+    return status
+
+
+def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status: dict[str, Any], images: tuple[str, ...], runs: int = 1) -> dict[str, Any]:
     firsts = {pod: first for pod, ip in seen.ips.items() if (first := recorder.first_after(ip, seen.start(pod))) is not None}
     delays = {pod: first - seen.start(pod) for pod, first in firsts.items()}
     slowest = max(delays, key=lambda pod: delays[pod], default=None)
     marks = {pod: _marks(seen, pod, first) for pod, first in firsts.items()}
     ahead = [pod for pod in firsts if pod in seen.went]
     out = {
-        "samples": args.samples if args.floor else math.prod(selection(args.samples)),
+        "samples": args.samples if args.floor else math.prod(selection(args.samples)) * runs,
         "parallelism": args.parallelism,
         "pods": len(seen.added),
         "measured": len(delays),
@@ -273,8 +292,16 @@ def report(args: argparse.Namespace, seen: PodsSeen, recorder: Recorder, status:
         slow = sorted((p for p in ahead if delays[p] > SLOW_GO_S), key=lambda p: -delays[p])
         out["started_ahead"]["slow"] = [{"pod": p, "go_to_first_model_request": round(delays[p], 3), "steps_s": marks[p]} for p in slow]
         out["created_in_window"] = {"pods": len(cold), "created_to_first_model_request": _figure([delays[p] for p in cold])}
-    # The run's first pods start cold whatever the path: their wait from creation, step by step, on both paths.
-    first = sorted(firsts, key=lambda p: seen.added[p])[: args.parallelism]
+    if seen.pooled:
+        claimed = [p for p in firsts if p in seen.pooled]
+        made = [p for p in firsts if p not in seen.pooled]
+        out["claimed"] = {"pods": len(claimed), "claimed_to_first_model_request": _figure([delays[p] for p in claimed])}
+        out["created_beside_the_pool"] = {"pods": len(made), "created_to_first_model_request": _figure([delays[p] for p in made])}
+    # Each run's first pods: their wait from creation (or claim), step by step, on every path.
+    by_run: dict[str, list[str]] = {}
+    for pod in sorted(firsts, key=lambda p: seen.added[p]):
+        by_run.setdefault(seen.last[pod]["metadata"].get("labels", {}).get(n.L_RUN, ""), []).append(pod)
+    first = [pod for pods in by_run.values() for pod in pods[: args.parallelism]]
     out["first_window"] = {
         "pods": len(first),
         "created_to_first_model_request": _figure([firsts[p] - seen.added[p] for p in first]),
@@ -309,6 +336,7 @@ def main() -> None:
     parser.add_argument("--images", nargs=2, metavar=("AGENT", "SANDBOX"), help="imported image refs to run instead of building this tree's")
     parser.add_argument("--ahead", type=int, default=0, help="also run with spec.samples.startAhead N, a pod started ahead timed from its go")
     parser.add_argument("--ahead-only", action="store_true", help="with --ahead: only the run with pods started ahead")
+    parser.add_argument("--pool", type=int, default=0, help="also run two runs back to back claiming from a GdpvalPool of size N")
     parser.add_argument("--floor", action="store_true", help="trivial pods instead of a run: Kubernetes' own part of the figure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -317,7 +345,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    for label, one in report.items() if args.ahead else [("as is", report)]:
+    for label, one in report.items() if args.ahead or args.pool else [("as is", report)]:
         figure = one["start_to_first_model_request"]
         print(f"{label}: {one['measured']} pods: start -> first model request p50 {figure['p50_s']} s, p99 {figure['p99_s']} s")
 

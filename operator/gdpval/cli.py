@@ -302,6 +302,22 @@ def sample_cmd(
     print(json.dumps({"sample": sample, "attempt": attempt, "status": result.status.value, "error_kind": result.error_kind}))
 
 
+@app.command(name="pool-sample")
+def pool_sample_cmd(
+    claim_dir: Annotated[Path, typer.Option(help="The claim folder: the claim, its Secret and the go file.")] = Path(contract.CLAIM_DIR),
+    sandbox: Annotated[str, typer.Option(help="Tool server address.")] = contract.SANDBOX_URL,
+) -> None:
+    """Wait in a GdpvalPool's pod for a run's claim, then run the claimed sample attempt (the pool pod's agent)."""
+    from gdpval.runner.pod import ModelUnavailable, run_pooled
+
+    try:
+        result = run_pooled(claim_dir, sandbox)
+    except ModelUnavailable:
+        print("ModelUnavailable: the model endpoint's outage ended the claimed attempt; nothing committed, it runs again", file=sys.stderr)
+        raise typer.Exit(contract.EXIT_MODEL_UNAVAILABLE) from None
+    print(json.dumps({"sample": result.sample_id, "status": result.status.value, "error_kind": result.error_kind}))
+
+
 def _check(storage, run_name: str, console: Console):
     """Grading readiness of the run's deliverables (runs/<run>/check.json); each sample with a problem is printed."""
     from gdpval.records import load_record
@@ -493,10 +509,10 @@ app.command("judge")(judge_command)
 
 @app.command()
 def crd() -> None:
-    """Print the GdpvalRun CustomResourceDefinition (generated from the typed models)."""
-    from gdpval.api.crd import render_crd
+    """Print the GdpvalRun and GdpvalPool CustomResourceDefinitions (generated from the typed models)."""
+    from gdpval.api.crd import render_all
 
-    sys.stdout.write(render_crd())
+    sys.stdout.write(render_all())
 
 
 def main() -> None:

@@ -8,6 +8,9 @@ name and the health path; a unit test keeps them equal.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+
 UID = 1000  # the non-root user of every container
 
 SANDBOX_HOST = "127.0.0.1"
@@ -36,6 +39,15 @@ GO_VALUE = "go"
 # creates READY_FILE in its own /tmp (no other container of the pod writes there): the agent's startup probe
 # looks for it, so the pod turns Ready and the operator gives the go only to a pod that waits ready.
 READY_FILE = f"{SCRATCH}/gdpval-ready"
+# A pod of a GdpvalPool holds no run until a run claims it: its agent (imports done, sandbox healthy, READY_FILE made)
+# waits for CLAIM_FILE, a downward-API file of the claim annotation (JSON: run, sample, storage, endpoints; no secret),
+# beside the claim's Secret projected into the same folder (CLAIM_SECRET_KEYS, optional: absent until the claim) and
+# the go file of a claim made ahead of its turn. The Secret's CLAIM_ID_KEY equals the claim's id once it is in place.
+CLAIM_DIR = "/run/gdpval-claim"
+CLAIM_FILE = f"{CLAIM_DIR}/claim"
+CLAIM_GO_FILE = f"{CLAIM_DIR}/go"
+CLAIM_ID_KEY = "claim-id"
+S3_KEY_ENVS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 # The judge Job renders files in a sidecar of the run's sandbox image (LibreOffice) through its tool server:
 # the judge copies each file and the worker into RENDER_DIR, shared with the sidecar; RENDER_URL_ENV names the
 # sidecar's tool server, RENDER_IMAGE_ENV its image (for the renderer's label); the token is made in the pod.
@@ -64,3 +76,29 @@ EXIT_MODEL_UNAVAILABLE = 75
 EXIT_JUDGE_UNRELIABLE = 5
 OUTAGE_HOLD_ENV = "GDPVAL_OUTAGE_HOLD_SECONDS"
 OUTAGE_HOLD_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A pool pod's claim as its agent reads it from CLAIM_FILE: the run and sample it now serves, where the run's
+    storage is, the addresses of endpoints it may not look up (a network-off pod has no DNS). No secret."""
+
+    id: str
+    run: str
+    output: str
+    sample: str
+    attempt: int
+    ahead: bool = False  # claimed ahead of its turn: wait for the go file before the first model request
+    endpoint: str = ""
+    region: str = "us-east-1"
+    outage_hold: int = 300
+    hosts: dict[str, list[str]] = field(default_factory=dict)
+
+    def wire(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Claim:
+        """Raises ValueError (or KeyError, TypeError) on anything but a claim the operator wrote."""
+        data = json.loads(text)
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})

@@ -23,17 +23,19 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gdpval import contract
 from gdpval.api import v1alpha1 as api
 from gdpval.api.v1alpha1 import OutputSpec
 from gdpval.controller.effects.s3 import open_output
-from gdpval.controller.pure import queue, workload
+from gdpval.controller.pure import names as n
+from gdpval.controller.pure import pool, queue, workload
 from gdpval.dataset.models import DatasetRef, Sample, Task
 from gdpval.manifest import ManifestEntry, dump_manifest
 from gdpval.sample import SampleResult, SampleStatus, Usage
 from gdpval.storage import layout
 from support import runs
 from support.controlplane import binaries
-from support.operator import CRD, INVALID, OperatorProcess, run_manifest
+from support.operator import CRDS, INVALID, OperatorProcess, pool_manifest, run_manifest
 from support.polling import wait_until
 from support.processes import free_port
 
@@ -150,13 +152,14 @@ def _connect(kubeconfig: Path, root: Path) -> Cp:
 @pytest.fixture(scope="module")
 def env(control_plane, s3, tmp_path_factory):
     cp = control_plane
-    cp.ext.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
-    _wait(
-        lambda: any(
-            c.type == "Established" and c.status == "True" for c in cp.ext.read_custom_resource_definition(f"{api.PLURAL}.{api.GROUP}").status.conditions or []
-        ),
-        30,
-    )
+    for plural in (api.PLURAL, api.POOL_PLURAL):
+        cp.ext.create_custom_resource_definition(yaml.safe_load((CRDS / f"{api.GROUP}_{plural}.yaml").read_text()))
+        _wait(
+            lambda plural=plural: any(
+                c.type == "Established" and c.status == "True" for c in cp.ext.read_custom_resource_definition(f"{plural}.{api.GROUP}").status.conditions or []
+            ),
+            30,
+        )
     cp.core.create_namespace({"metadata": {"name": NS, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     cp.core.create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
     cp.core.create_namespaced_secret(
@@ -443,6 +446,84 @@ def test_pods_started_ahead_get_their_go_in_queue_order_across_sigkills(env):
     assert went >= set(samples[2:4]), f"the first pods ahead never got their go: {went}"
     assert set(env.committed(name)) == set(samples)
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+
+
+def _pool_pods(env: Env) -> list:
+    return [p for p in env.cp.core.list_namespaced_pod(NS, label_selector=n.L_POOL).items if not p.metadata.deletion_timestamp]
+
+
+def _play_pool_kubelet(env: Env) -> None:
+    """Pool pods start and their agent waits ready, as the kubelet would report."""
+    for pod in _pool_pods(env):
+        if pod.status.phase in (None, "Pending") and not pod.metadata.labels.get(n.L_CLAIMED):
+            env.run_pod(pod, ready=True)
+
+
+def _check_claims(env: Env, seen: dict[str, tuple[str, int]]) -> None:
+    """Every claim names one (sample, attempt) and one pod, for good; no unclaimed pod holds a claim Secret."""
+    for pod in _pool_pods(env):
+        name, text = pod.metadata.name, (pod.metadata.annotations or {}).get(n.A_CLAIM)
+        if text:
+            claim = contract.Claim.parse(text)
+            assert seen.setdefault(name, (claim.sample, claim.attempt)) == (claim.sample, claim.attempt), f"{name} claimed twice"
+        elif not pod.metadata.labels.get(n.L_CLAIMED):
+            with pytest.raises(ApiException) as gone:
+                env.cp.core.read_namespaced_secret(n.claim_secret_name(name), NS)
+            assert gone.value.status == 404, f"{name} is in the pool with a claim Secret"
+    attempts = list(seen.values())
+    assert len(attempts) == len(set(attempts)), f"an attempt got two pool pods: {seen}"
+
+
+def test_pool_claims_under_sigkills_claim_each_pod_once_and_clear_half_claims(env):
+    """A run claims its pods from a pool while the operator is killed at random points: no pod serves two attempts,
+    no attempt gets two pods, and a claim its claimer left halfway (pod taken, Secret made, never given the run) is
+    deleted by the pool and never handed to a run."""
+    rng = random.Random(11)
+    env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.POOL_PLURAL, pool_manifest("cp-pool", NS, images=IMAGES, size=3))
+    _wait(lambda: len(_pool_pods(env)) == 3, 30, "three pool pods")
+    _play_pool_kubelet(env)
+    half = _pool_pods(env)[0]
+    stale = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=pool.HALF_CLAIM_SECONDS + 5)
+    env.cp.core.patch_namespaced_pod(half.metadata.name, NS, pool.lock_patch("a-claimer-that-died", stale.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    env.cp.core.create_namespaced_secret(NS, {"metadata": {"name": n.claim_secret_name(half.metadata.name)}, "stringData": {"claim-id": "x"}})
+    _wait(lambda: half.metadata.name not in {p.metadata.name for p in _pool_pods(env)}, 30, "the half claim deleted by the pool")
+    name, parallelism = "pooled", 2
+    env.create(name, parallelism=parallelism, samples={"backoffSeconds": 0, "retries": 8}, failureBudget="100%")
+    _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
+    samples = env.prepare(name, 8)
+    uid, seen = env.run(name)["metadata"]["uid"], {}
+    for _ in range(60):
+        _play_pool_kubelet(env)
+        live = _wait(lambda: _pending_or_assembling(env, name), 60, "a live sample pod or the run assembling")
+        _check_claims(env, seen)
+        if live == "Assembling":
+            break
+        pod = rng.choice(live)
+        if pod.status.phase in (None, "Pending"):
+            env.run_pod(pod, ready=True)
+        env.finish_pod(pod, rng.choice(["ok", "ok", "crash"]))
+        if rng.random() < 0.5:
+            time.sleep(rng.random() * 0.3)
+            env.operator.kill()
+            _check_claims(env, seen)
+            env.operator.start()
+        _check_invariants(env, name, parallelism)
+    assert env.status(name).get("state") == "Assembling", f"not assembling: {env.status(name)}"
+    assert set(env.committed(name)) == set(samples)
+    assert seen and half.metadata.name not in seen, f"claims: {seen}"
+    assert all(env.cp.core.read_namespaced_pod(p, NS).metadata.labels[n.L_RUN_UID] == uid for p in seen if _exists(env, p))
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
+    env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.POOL_PLURAL, "cp-pool")
+
+
+def _exists(env: Env, pod: str) -> bool:
+    try:
+        env.cp.core.read_namespaced_pod(pod, NS)
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
 
 
 def test_a_run_out_of_budget_keeps_no_pod_ahead_and_a_raised_budget_starts_them_again(env):

@@ -256,17 +256,19 @@ def test_rbac_and_service_account_can_be_brought_by_the_user() -> None:
 
 
 def test_crd_is_a_kept_template_by_default() -> None:
-    crd = one(render(), "CustomResourceDefinition")
-    annotations = crd["metadata"]["annotations"]
-    assert annotations["helm.sh/resource-policy"] == "keep"
-    assert annotations["argocd.argoproj.io/sync-options"] == "Delete=false"
+    crds = of_kind(render(), "CustomResourceDefinition")
+    assert sorted(c["metadata"]["name"] for c in crds) == ["gdpvalpools.gdpval.io", "gdpvalruns.gdpval.io"]
+    for crd in crds:
+        annotations = crd["metadata"]["annotations"]
+        assert annotations["helm.sh/resource-policy"] == "keep"
+        assert annotations["argocd.argoproj.io/sync-options"] == "Delete=false"
     assert not (CHART / "crds").exists(), "CRDs in crds/ are never upgraded by Helm"
 
 
 def test_crd_can_be_left_out_or_not_kept() -> None:
     assert not of_kind(render(VARIANTS["no-crd"]), "CustomResourceDefinition")
-    crd = one(render(VARIANTS["crd-not-kept"]), "CustomResourceDefinition")
-    assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
+    crds = of_kind(render(VARIANTS["crd-not-kept"]), "CustomResourceDefinition")
+    assert crds and all("helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {}) for crd in crds)
 
 
 # --- images, metrics, hook ----------------------------------------------------------------------

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gdpval.api.v1alpha1 import GdpvalRunSpec
+from gdpval.api.v1alpha1 import GdpvalPoolSpec, GdpvalRunSpec, PodDefaults
 from gdpval.controller.pure import manifests as m
+from gdpval.controller.pure import pool
 from support.chart import CHART, VARIANTS, render_text, require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,6 +180,10 @@ def operator_text(name: str) -> str:
         m.token_secret(ctx, "token"),
         m.ledger_configmap(ctx, {}),
     ]
+    spec = GdpvalPoolSpec.model_validate({"size": 2, "sandbox": ctx.spec.sandbox.model_dump()})
+    warm = pool.pool_context("warm", "ns", "uid-2", spec, "agent:1", "sandbox:1", PodDefaults())
+    pooled = pool.pooled_pod(warm, pool.shape_hash(warm), "abcd1234")
+    objects += [pooled, pool.claim_secret(ctx, pool.parse_pooled(pooled), "claim-1", {"OPENAI_API_KEY": "k"})]
     return yaml.safe_dump_all(objects)
 
 
@@ -203,8 +208,9 @@ def schemas(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("kubeconform-schemas")
     wanted = {(d["apiVersion"], d["kind"]) for name in input_names() for d in documents(input_text(name))}
     wanted = {w for w in wanted if w[1] not in FOREIGN_KINDS}
-    crd = yaml.safe_load(next((CHART / "files" / "crds").glob("*.yaml")).read_text())
-    found = crd_schemas(crd, out)
+    found: set = set()
+    for path in sorted((CHART / "files" / "crds").glob("*.yaml")):
+        found |= crd_schemas(yaml.safe_load(path.read_text()), out)
     for flux in flux_crds():
         found |= crd_schemas(flux, out)
     swagger = json.loads(swagger_path(kubernetes_version()).read_text())

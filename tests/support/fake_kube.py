@@ -143,8 +143,9 @@ class FakeKube(Kube):
         return dict(found) if found is not None else None
 
     @_call
-    def pod_exists(self, namespace: str, name: str) -> bool:
-        return (namespace, name) in self.pods
+    def pod_exists(self, namespace: str, selector: str) -> bool:
+        wanted = dict(term.split("=", 1) for term in selector.split(","))
+        return any(ns == namespace and wanted.items() <= (pod["metadata"].get("labels") or {}).items() for (ns, _), pod in self.pods.items())
 
     @_call
     def read_ledger(self, namespace: str, name: str, uid: str) -> tuple[dict[str, str], str] | None:

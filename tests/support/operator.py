@@ -29,6 +29,7 @@ from support.polling import wait_until
 from support.processes import free_port
 
 CRD = REPO_ROOT / "crds" / "gdpval.io_gdpvalruns.yaml"
+CRDS = REPO_ROOT / "crds"
 RUN_TIMEOUT = 600
 TASKS = 12  # the sample dataset's
 
@@ -184,6 +185,12 @@ def run_manifest(
     return {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalRun", "metadata": {"name": name, "namespace": namespace}, "spec": body}
 
 
+def pool_manifest(name: str, namespace: str, *, images: tuple[str, str], size: int, **spec: Any) -> dict[str, Any]:
+    """A GdpvalPool whose pods match the runs of run_manifest (same images, default sandbox and pod settings)."""
+    body = {"size": size, "images": {"agent": images[0], "sandbox": images[1], "pullPolicy": "Never"}, **spec}
+    return {"apiVersion": "gdpval.io/v1alpha1", "kind": "GdpvalPool", "metadata": {"name": name, "namespace": namespace}, "spec": body}
+
+
 def run_folder(status: Mapping[str, Any]) -> str:
     """A GdpvalRun's folder under runs/ (`<namespace>.<name>-<uid prefix>`), as its status names it."""
     return status["storageURI"].rsplit("/runs/", 1)[1]
@@ -235,9 +242,10 @@ INVALID = [
 
 
 def install_crd(kube: Kube) -> None:
-    """The CRD as `kubectl apply` installs it (the Helm tests install it with the chart instead)."""
-    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kube.wait_for(lambda: established(kube, "gdpvalruns.gdpval.io"), 60, "the GdpvalRun CRD to be established")
+    """The CRDs as `kubectl apply` installs them (the Helm tests install them with the chart instead)."""
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for crd in ("gdpvalruns.gdpval.io", "gdpvalpools.gdpval.io"):
+        kube.wait_for(lambda crd=crd: established(kube, crd), 60, f"the {crd} CRD to be established")
 
 
 def established(kube: Any, crd: str) -> bool:

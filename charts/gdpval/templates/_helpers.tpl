@@ -105,9 +105,17 @@ operator/gdpval/controller/effects/kube.py and kopf's watches), nothing wildcard
 # Children carry blockOwnerDeletion: where OwnerReferencesPermissionEnforcement is on (OpenShift)
 # the API server refuses them unless the creator may update the owner's finalizers.
 - apiGroups: ["gdpval.io"]
-  resources: ["gdpvalruns/finalizers"]
+  resources: ["gdpvalruns/finalizers", "gdpvalpools/finalizers"]
   verbs: ["update"]
-# patch: a pod started ahead (spec.samples.startAhead) gets its go as an annotation, and its deadline.
+# Pools of started sample pods: watched, their status written; the operator never changes a pool's spec.
+- apiGroups: ["gdpval.io"]
+  resources: ["gdpvalpools"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["gdpval.io"]
+  resources: ["gdpvalpools/status"]
+  verbs: ["get", "patch"]
+# patch: a pod started ahead (spec.samples.startAhead) gets its go as an annotation, and its deadline; a pool's pod
+# is claimed by a run (its labels, owner and claim).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
@@ -125,8 +133,8 @@ operator/gdpval/controller/effects/kube.py and kopf's watches), nothing wildcard
   resources: ["networkpolicies"]
   verbs: ["get", "create", "patch"]
 # Read by name: a missing API-key Secret becomes a condition; the S3 credentials are used by the
-# operator itself to read commit markers. Created: each run's sandbox-token Secret (owned by the
-# run). Never listed, watched, updated or deleted.
+# operator itself to read commit markers. Created: each run's and pool's sandbox-token Secret (owned by
+# it) and each claimed pool pod's credentials (owned by the pod). Never listed, watched, updated or deleted.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create"]

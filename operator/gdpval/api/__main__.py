@@ -1,4 +1,4 @@
-"""`python -m gdpval.api`: write the GdpvalRun CRD to `crds/`, or with `--check` fail when it is stale."""
+"""`python -m gdpval.api`: write the CRDs to `crds/`, or with `--check` fail when one is stale."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdpval.api.crd import CRD_FILE, render_crd
+from gdpval.api.crd import RESOURCES, render_all, render_crd
 
 
 def default_dir() -> Path:
@@ -15,26 +15,26 @@ def default_dir() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gdpval.api", description="Write or check the GdpvalRun CRD.")
-    parser.add_argument("--dir", type=Path, default=default_dir(), help="Folder of the CRD file (default: crds/).")
-    parser.add_argument("--check", action="store_true", help="Fail if the file differs from the models.")
-    parser.add_argument("--stdout", action="store_true", help="Print the CRD instead of writing it.")
+    parser = argparse.ArgumentParser(prog="python -m gdpval.api", description="Write or check the GdpvalRun and GdpvalPool CRDs.")
+    parser.add_argument("--dir", type=Path, default=default_dir(), help="Folder of the CRD files (default: crds/).")
+    parser.add_argument("--check", action="store_true", help="Fail if a file differs from the models.")
+    parser.add_argument("--stdout", action="store_true", help="Print the CRDs instead of writing them.")
     args = parser.parse_args(argv)
-    text = render_crd()
     if args.stdout:
-        sys.stdout.write(text)
+        sys.stdout.write(render_all())
         return 0
-    path = args.dir / CRD_FILE
-    if args.check:
-        current = path.read_text() if path.exists() else ""
-        if current != text:
-            print(f"{path} is stale: run `python -m gdpval.api`", file=sys.stderr)
-            return 1
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"wrote {path}")
-    return 0
+    stale = 0
+    for resource in RESOURCES:
+        path, text = args.dir / resource.file, render_crd(resource)
+        if args.check:
+            if (path.read_text() if path.exists() else "") != text:
+                print(f"{path} is stale: run `python -m gdpval.api`", file=sys.stderr)
+                stale = 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    return stale
 
 
 if __name__ == "__main__":

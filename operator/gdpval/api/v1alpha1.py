@@ -37,6 +37,10 @@ KIND = "GdpvalRun"
 PLURAL = "gdpvalruns"
 SINGULAR = "gdpvalrun"
 SHORT_NAMES = ["gdpv"]
+POOL_KIND = "GdpvalPool"
+POOL_PLURAL = "gdpvalpools"
+POOL_SINGULAR = "gdpvalpool"
+POOL_SHORT_NAMES = ["gdpvp"]
 CATEGORIES = ["gdpval"]
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -437,3 +441,34 @@ class GdpvalRunStatus(SettingsModel):
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
+
+
+class GdpvalPoolSpec(SettingsModel):
+    """Sample pods kept started for the runs of this namespace: sandbox up, agent imported and waiting, no run's
+    files, credentials or endpoint. A run whose images, sandbox limits and pod settings give the same pod (the
+    pod's shape, status.shape) claims one instead of creating its own; a claimed pod serves one sample, then goes."""
+
+    size: int = Field(default=0, ge=0, le=500, description="Unclaimed pods kept started; each holds its requests (and its Kueue quota) while it waits.")
+    images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": defaults_of(ImagesSpec)})
+    sandbox: SandboxSettings = Field(
+        default_factory=SandboxSettings,
+        description="As a run's spec.sandbox: memoryMiB, diskMiB, cpus and network must equal the run's for it to claim a pod.",
+    )
+    pod: PodOverrides = Field(
+        default_factory=PodOverrides,
+        json_schema_extra={"default": defaults_of(PodOverrides)},
+        description="As a run's spec.pod; its labels and annotations go on the pooled pods "
+        "(e.g. kueue.x-k8s.io/queue-name: each pod is admitted as a workload).",
+    )
+
+
+class GdpvalPoolStatus(SettingsModel):
+    """What the pool holds now, from its pods."""
+
+    observed_generation: int = 0
+    shape: str = Field(default="", description="Hash of the pooled pod's shape; a run's own is in its log when it claims.")
+    size: int = 0
+    ready: int = Field(default=0, description="Unclaimed pods whose agent waits ready for a claim.")
+    starting: int = Field(default=0, description="Unclaimed pods not ready yet (pulling, starting, or held by Kueue's admission).")
+    claimed: int = Field(default=0, description="Pods of this pool claimed by runs and still live (each serves one sample).")
+    message: str = Field(default="", max_length=2048)

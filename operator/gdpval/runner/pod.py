@@ -116,6 +116,29 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
             raise ModelUnavailable(sample_id) from None
 
 
+def run_pooled(folder: Path, sandbox: str) -> SampleResult:
+    """A pool pod's agent: everything a sample needs before it is known (imports, a rehearsed request, the S3
+    client's models, a healthy sandbox), then the claim (runner.claim), the sample's references staged here (no
+    init container runs after a claim), and the attempt as `run_sample` runs it."""
+    from gdpval.runner.claim import take_on, wait_for_claim
+    from gdpval.sandbox.client import SandboxClient
+    from gdpval.storage import open_storage
+    from gdpval.storage.s3 import s3_client
+
+    with _unimportable(OPTIONAL_UNUSED):
+        import gdpval.runner.attempt  # noqa: F401
+        from gdpval.agent.client import make_client, rehearse
+    rehearse(make_client(None))  # openai's chat resources and request types, built before any endpoint is known
+    s3_client("http://127.0.0.1:9")  # loads botocore's S3 models into the session: the claimed client starts warm
+    SandboxClient(sandbox, os.environ.get(contract.TOKEN_ENV, "")).wait_ready(SANDBOX_READY_TIMEOUT_S)
+    claim = wait_for_claim(folder, Path(contract.READY_FILE))
+    take_on(claim, folder)
+    storage = open_storage(claim.output)
+    stage(storage, claim.run, claim.sample, Path(contract.REFERENCES))
+    go = folder / Path(contract.CLAIM_GO_FILE).name if claim.ahead else None
+    return run_sample(storage, claim.run, claim.sample, claim.attempt, sandbox, go)
+
+
 def _say_reached(seconds: float | None) -> None:
     """A slow or failed first connection is worth a line in the pod's log: it is where a start's seconds go."""
     if seconds is None or seconds > 1:

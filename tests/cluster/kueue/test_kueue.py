@@ -19,7 +19,7 @@ from kubernetes import client
 from gdpval.controller.pure.queue import EVICTED, QUEUED, workload_name
 from gdpval.fakemodel.server import start_background
 from support.kueue import ADMISSION_GATE, KUEUE_FINALIZER, NAMESPACE_LABEL, PRIORITY_LABEL, QUEUE_LABEL, kueue_manager
-from support.operator import OperatorNamespace, operator_namespace
+from support.operator import OperatorNamespace, operator_namespace, pool_manifest
 from support.polling import wait_until
 from support.standins import make_standin_dataset
 from support.watching import EventRecorder, api_client
@@ -331,3 +331,36 @@ def test_a_higher_priority_run_preempts_a_whole_run_that_resumes_under_its_attem
     evictions = env.workload(low).get("status", {}).get("schedulingStats", {}).get("evictions", [])
     assert any(e["reason"] == "Preempted" for e in evictions), evictions
     assert status["samples"]["succeeded"] == 1 and status["samples"]["failed"] == 0
+
+
+def quota_pending(events: Events, owners: set[str]) -> set[str]:
+    """Pods of `owners` whose Workload Kueue looked at and left without quota (QuotaReserved False)."""
+    return {
+        ref["name"]
+        for _, wl in events
+        if any(c["type"] == "QuotaReserved" and c["status"] == "False" for c in wl.get("status", {}).get("conditions", []))
+        for ref in wl["metadata"].get("ownerReferences", [])
+        if ref["kind"] == "Pod" and ref["name"] in owners
+    }
+
+
+def test_a_pool_under_a_full_queue_starts_nothing_until_quota_frees(env):
+    """A GdpvalPool labelled for a queue with no room: each of its pods waits behind Kueue's gate, its Workload
+    pending, none scheduled, the pool counting them as starting; quota freed admits them and they turn ready."""
+    queue = env.queue("pool-full", 0)
+    pods, workloads = env.pod_events(), env.workload_events()
+    env.kube.apply(pool_manifest("kq-pool", env.kube.namespace, images=env.ns.images, size=2, pod={"labels": {QUEUE_LABEL: queue}}))
+
+    def mine() -> set[str]:
+        return {p["metadata"]["name"] for kind, p in pods.events if kind == "ADDED" and p["metadata"]["labels"].get("gdpval.io/pool") == "kq-pool"}
+
+    wait_until(lambda: len(mine()) == 2 and quota_pending(workloads.events, mine()) == mine(), 120, "both pool pods' Workloads pending for quota")
+    assert not any(p["spec"].get("nodeName") for _, p in pods.events if p["metadata"]["name"] in mine()), "a pool pod was scheduled outside quota"
+    status = (env.kube.get("gdpvalpool", "kq-pool") or {}).get("status") or {}
+    assert status.get("ready") == 0 and status.get("starting") == 2, status
+    env.set_pod_quota(queue, 2)
+    wait_until(lambda: ((env.kube.get("gdpvalpool", "kq-pool") or {}).get("status") or {}).get("ready") == 2, RUN_TIMEOUT, "the pool ready once quota freed")
+    pods.stop(), workloads.stop()
+    assert mine() <= admitted_owners(workloads.events)
+    assert all(gated(p) for kind, p in pods.events if kind == "ADDED" and p["metadata"]["name"] in mine()), "a pool pod was created without Kueue's gate"
+    env.kube.run("delete", "gdpvalpool", "kq-pool", "--wait=false")

@@ -18,6 +18,7 @@ from functools import partial
 from gdpval.api import v1alpha1 as api
 from gdpval.api.v1alpha1 import GdpvalRunStatus
 from gdpval.controller.effects import s3 as s3io
+from gdpval.controller.effects.claims import Claimer
 from gdpval.controller.effects.fanout import fan_out, in_background
 from gdpval.controller.effects.kube import Kube
 from gdpval.controller.effects.memory import Refusals, RunMemory
@@ -36,10 +37,11 @@ _JOB_BUILDERS = {n.COMPONENT_PREPARE: manifests.prepare_job, n.COMPONENT_ASSEMBL
 
 
 class Effects:
-    def __init__(self, kube: Kube, resolve: Resolver = resolve_hosts, spawn: Spawn = in_background):
+    def __init__(self, kube: Kube, resolve: Resolver = resolve_hosts, spawn: Spawn = in_background, claimer: Claimer | None = None):
         self.kube = kube
         self.resolve = resolve  # endpoint names to addresses (a stand-in in tests)
         self.spawn = spawn  # runs a call the pass does not wait for (at once, in tests)
+        self.claimer = claimer or Claimer(kube)
 
     async def write_ledger(self, memory: RunMemory, ctx: RunContext, obs: Observed, plan: Plan, version: str | None) -> None:
         """First of all: a pod is created only once the ledger has it in flight (a Conflict ends the pass).
@@ -67,8 +69,8 @@ class Effects:
         memory.archived, memory.segments, memory.cluster_keys = memory.archived | parts.archive, count, frozenset(data)
 
     def apply(self, memory: RunMemory, ctx: RunContext, plan: Plan, now: float) -> bool:
-        """Deletions, then the NetworkPolicy, then the go of pods started ahead, then creations; True when the API
-        refused a creation.
+        """Deletions, then the NetworkPolicy, then the go of pods started ahead, then creations (or claims of pool pods);
+        True when the API refused a creation.
 
         Calls of one kind go together (`fan_out`); each kind waits for the one before it. Sample pods
         are deleted in the background (`_delete_pods`).
@@ -85,8 +87,7 @@ class Effects:
         refused = False
         fan_out(lambda go: self.kube.patch_pod(ctx.namespace, go[0], manifests.go_patch(ctx.spec, go[1])), plan.go_pods)
         memory.went |= {name for name, _ in plan.go_pods}
-        ahead = plan.ahead
-        messages = fan_out(lambda pod: self.kube.create_pod(manifests.sample_pod(ctx, *pod, resolved=memory.resolved, ahead=pod in ahead)), plan.create_pods)
+        messages = fan_out(lambda pod: self._start_pod(memory, ctx, pod, pod in plan.ahead, now), plan.create_pods)
         for (sample, attempt), message in zip(plan.create_pods, messages, strict=True):
             refused |= _remember(memory.create_failures, sample, message, now)
             if message:
@@ -96,6 +97,13 @@ class Effects:
         if plan.delete_run:
             self.kube.delete_run(ctx.namespace, ctx.name)
         return refused
+
+    def _start_pod(self, memory: RunMemory, ctx: RunContext, pod: tuple[str, int], ahead: bool, now: float) -> str | None:
+        """A free pool pod of the run's shape claimed for the attempt, else a pod of its own; the API's refusal or None."""
+        if memory.secrets is not None and self.claimer.pool_pods(ctx.namespace):
+            if self.claimer.claim(ctx, *pod, ahead, memory.secrets.claim_credentials(), memory.resolved, now):
+                return None
+        return self.kube.create_pod(manifests.sample_pod(ctx, *pod, resolved=memory.resolved, ahead=ahead))
 
     async def write_workload(self, ctx: RunContext, obs: Observed, plan: Plan) -> None:
         """A queued run's Workload: created (with its WorkloadPriorityClass's value, as Kueue's job

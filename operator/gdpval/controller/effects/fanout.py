@@ -7,7 +7,8 @@ pool for the whole operator bounds what all runs' passes ask of the API server a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -41,3 +42,17 @@ def fan_out(call: Callable[[T], R], items: Iterable[T]) -> list[R]:
         if error is not None:
             raise error
     return [f.result() for f in futures]
+
+
+async def woken_passes(wake: asyncio.Event, one_pass: Callable[[], Awaitable[float]], pause: float) -> None:
+    """Run `one_pass` whenever `wake` is set or the delay it returned is over, at least `pause` seconds apart (a run's
+    worker and a pool's share this loop)."""
+    delay = 0.0
+    while True:
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=delay)
+        except TimeoutError:
+            pass
+        wake.clear()
+        delay = await one_pass()
+        await asyncio.sleep(pause)

@@ -128,12 +128,12 @@ class Gatherer:
         return ledger, version
 
     def _probes(self, ctx: RunContext, storage: Storage, obs: Observed) -> dict[tuple[str, int], Probe]:
-        """S3 and a direct GET for the attempts `reconcile` cannot decide from the index alone, read together."""
+        """S3 and a labelled list for the attempts `reconcile` cannot decide from the index alone, read together."""
         present = {(p.sample, p.attempt) for p in obs.pods}
 
         def probe(wanted: tuple[str, int]) -> Probe:
             sample, attempt = wanted
-            exists = wanted in present or self.kube.pod_exists(ctx.namespace, n.sample_pod_name(ctx.name, sample, attempt))
+            exists = wanted in present or self.kube.pod_exists(ctx.namespace, n.attempt_selector(ctx.uid, sample, attempt))
             return s3io.probe(storage, ctx.storage_name, sample, attempt, exists)
 
         wanted = needed_probes(obs)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gdpval import contract
 from gdpval.api import v1alpha1 as api
 from gdpval.controller.effects import fanout
 from gdpval.controller.pure import queue
@@ -51,8 +52,18 @@ def load_config() -> client.ApiClient:
 
 @dataclass(frozen=True)
 class SecretCheck:
+    """What the run's Secrets hold; the values never in a repr (nor so in a log line)."""
+
     blockers: tuple[Blocker, ...]
-    s3_credentials: dict[str, str] | None
+    s3_credentials: dict[str, str] | None = field(default=None, repr=False)
+    model_key: str | None = field(default=None, repr=False)  # for the claim Secret of a pooled pod
+
+    def claim_credentials(self) -> dict[str, str]:
+        """The environment a claimed pool pod's agent takes from its claim Secret (contract.CLAIM_DIR)."""
+        out = {contract.API_KEY_ENV: self.model_key} if self.model_key is not None else {}
+        if self.s3_credentials:
+            out |= dict(zip(contract.S3_KEY_ENVS, (self.s3_credentials["access_key_id"], self.s3_credentials["secret_access_key"]), strict=True))
+        return out
 
 
 class Kube:
@@ -87,8 +98,13 @@ class Kube:
         blockers: list[Blocker] = []
         creds: dict[str, str] | None = None
         key_ref = spec.model.api_key_secret_ref
+        model_key = None
         if key_ref:
-            blockers += _missing(self.secret_data(namespace, key_ref.name), namespace, key_ref.name, [key_ref.key], "spec.model.apiKeySecretRef")
+            key_data = self.secret_data(namespace, key_ref.name)
+            missing = _missing(key_data, namespace, key_ref.name, [key_ref.key], "spec.model.apiKeySecretRef")
+            blockers += missing
+            if key_data is not None and not missing:
+                model_key = base64.b64decode(key_data[key_ref.key]).decode()
         judge_ref = spec.judge.api_key_secret_ref if spec.judge else None
         if judge_ref:
             blockers += _missing(self.secret_data(namespace, judge_ref.name), namespace, judge_ref.name, [judge_ref.key], "spec.judge.apiKeySecretRef")
@@ -103,16 +119,12 @@ class Kube:
                     "access_key_id": base64.b64decode(data[s3.access_key_id_key]).decode(),
                     "secret_access_key": base64.b64decode(data[s3.secret_access_key_key]).decode(),
                 }
-        return SecretCheck(tuple(blockers), creds)
+        return SecretCheck(tuple(blockers), creds, model_key)
 
-    def pod_exists(self, namespace: str, name: str) -> bool:
-        try:
-            self.core.read_namespaced_pod(name, namespace, _request_timeout=self.timeout)
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
+    def pod_exists(self, namespace: str, selector: str) -> bool:
+        """Whether a pod of these labels exists: a claimed pool pod has a name of its pool, not of its sample."""
+        found = self.core.list_namespaced_pod(namespace, label_selector=selector, limit=1, _request_timeout=self.timeout)
+        return bool(found.items)
 
     def read_ledger(self, namespace: str, name: str, uid: str) -> tuple[dict[str, str], str] | None:
         """The ledger's data and resourceVersion, or None when it does not exist.
@@ -264,10 +276,25 @@ class Kube:
                 raise
         return None
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def claim_step(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        """A step of a pool pod's claim, a JSON patch with its test; False when the pod is gone or its test failed
+        (another claim took it first)."""
+        try:
+            _drain(self.core.patch_namespaced_pod(name, namespace, patch, _request_timeout=self.timeout, _preload_content=False))
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409, 422):
+                return False
+            raise
+
+    def create_secret(self, manifest: Mapping[str, Any]) -> str | None:
+        """None when created (or there already); the API's message when refused."""
+        return _create(self.core.create_namespaced_secret, manifest, self.timeout)
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], plural: str = api.PLURAL) -> None:
         try:
             self.custom.patch_namespaced_custom_object_status(
-                api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": dict(status)}, _request_timeout=self.timeout
+                api.GROUP, api.VERSION, namespace, plural, name, {"status": dict(status)}, _request_timeout=self.timeout
             )
         except ApiException as exc:
             if exc.status != 404:  # the run was deleted meanwhile

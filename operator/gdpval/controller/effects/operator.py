@@ -1,4 +1,5 @@
-"""kopf wiring: watches feed the per-run workers of `worker.Controller`; the process entry point.
+"""kopf wiring: watches feed the per-run workers of `worker.Controller` and the per-pool ones of `pools.Pools`;
+the process entry point.
 
 - Pods and Jobs are watched with a server-side label selector (only ours) into kopf indexes,
   which kopf fills before any handler runs, so a restarted operator sees every live pod first.
@@ -27,9 +28,11 @@ from gdpval.api import v1alpha1 as api
 from gdpval.controller.effects.kube import Kube, load_config
 from gdpval.controller.effects.leader import Elector, LeaseClient, Timing
 from gdpval.controller.effects.metrics import Metrics
+from gdpval.controller.effects.pools import Pools
 from gdpval.controller.effects.worker import Controller, Defaults
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure.observe import JobView, PodView, parse_job, parse_pod
+from gdpval.controller.pure.pool import PooledView, parse_pooled
 
 log = logging.getLogger("gdpval.operator")
 
@@ -48,9 +51,10 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 60
 
 
-def build_registry(controller: Controller) -> kopf.OperatorRegistry:
+def build_registry(controller: Controller, pools: Pools) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     selected = {n.L_MANAGED_BY: n.MANAGED_BY}
+    pooled: dict[str, Any] = {**selected, n.L_POOL: kopf.PRESENT}
 
     @kopf.index("v1", "pods", labels=selected, id="gdpval_pods", registry=registry)
     def gdpval_pods(body: kopf.Body, labels: Mapping[str, str], **_: Any) -> dict[str, PodView] | None:
@@ -62,9 +66,15 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         uid = labels.get(n.L_RUN_UID)
         return {uid: parse_job(body)} if uid else None
 
+    @kopf.index("v1", "pods", labels=pooled, id="gdpval_pool_pods", registry=registry)
+    def gdpval_pool_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, PooledView]:
+        return {namespace or "": parse_pooled(body)}
+
     @kopf.on.event("v1", "pods", labels=selected, id="pod_event", registry=registry)
-    async def pod_event(labels: Mapping[str, str], **_: Any) -> None:
+    async def pod_event(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
         controller.on_child(labels)
+        if n.L_POOL in labels:
+            pools.on_pod(namespace or "", labels)
 
     @kopf.on.event("batch", "v1", "jobs", labels=selected, id="job_event", registry=registry)
     async def job_event(labels: Mapping[str, str], **_: Any) -> None:
@@ -72,9 +82,15 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
 
     @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, id="run_event", registry=registry)
     async def run_event(type: str, body: kopf.Body, **indexes: Any) -> None:
-        """kopf passes every index by name; ours are gdpval_pods and gdpval_jobs."""
+        """kopf passes every index by name; ours are gdpval_pods, gdpval_jobs and gdpval_pool_pods."""
         controller.pods_index, controller.jobs_index = indexes["gdpval_pods"], indexes["gdpval_jobs"]
+        pools.index = indexes["gdpval_pool_pods"]
         controller.on_run(type, body)
+
+    @kopf.on.event(api.GROUP, api.VERSION, api.POOL_PLURAL, id="pool_event", registry=registry)
+    async def pool_event(type: str, body: kopf.Body, **indexes: Any) -> None:
+        pools.index = indexes["gdpval_pool_pods"]
+        pools.on_pool(type, body)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -88,6 +104,7 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         await controller.stop()
+        await pools.stop()
 
     return registry
 
@@ -148,7 +165,10 @@ async def serve(
     (`LostLeadership`); a clean stop hands the Lease over.
     """
     api_client = load_config()
-    controller = Controller(Kube(api_client), defaults or Defaults.from_env(), Metrics())
+    defaults = defaults or Defaults.from_env()
+    kube = Kube(api_client)
+    pools = Pools(kube, (defaults.agent_image, defaults.sandbox_image), defaults.pod)
+    controller = Controller(kube, defaults, Metrics(), pool_pods=pools.pods)
     stop = stop_flag or asyncio.Event()
     web_runner = await start_metrics(controller.metrics, metrics_port, health=controller.health) if metrics_port is not None else None
     elector = Elector(LeaseClient(api_client, election.namespace, election.name), election.identity, election.timing) if election else None
@@ -159,7 +179,7 @@ async def serve(
                 return
             keeper = asyncio.create_task(elector.keep(lost, stop))
         await kopf.operator(
-            registry=build_registry(controller),
+            registry=build_registry(controller, pools),
             clusterwide=not namespaces,
             namespaces=namespaces,
             standalone=True,

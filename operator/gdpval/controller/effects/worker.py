@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from gdpval.api.v1alpha1 import POD_DEFAULTS_ENV, GdpvalRunSpec, GdpvalRunStatus, PodDefaults
 from gdpval.controller.effects import s3 as s3io
 from gdpval.controller.effects.apply import Effects, Spawn
-from gdpval.controller.effects.fanout import in_background
+from gdpval.controller.effects.claims import Claimer, PoolPods
+from gdpval.controller.effects.fanout import in_background, woken_passes
 from gdpval.controller.effects.gather import Gatherer, OpenStorage, indexed
 from gdpval.controller.effects.kube import Conflict, Kube
 from gdpval.controller.effects.memory import RunMemory
@@ -104,6 +105,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         spawn: Spawn = in_background,
+        pool_pods: PoolPods = lambda namespace: (),
     ):
         self.defaults = defaults
         self.metrics = metrics
@@ -113,7 +115,7 @@ class Controller:
         self.monotonic = monotonic
         self.last_pass = monotonic()  # when a pass last ended, or when there were first runs to pass
         self.gatherer = Gatherer(kube, open_storage)
-        self.effects = Effects(kube, spawn=spawn)
+        self.effects = Effects(kube, spawn=spawn, claimer=Claimer(kube, pool_pods))
         self.workers: dict[RunKey, RunWorker] = {}
         self.by_uid: dict[str, RunKey] = {}
         self.pods_index: Mapping[str, Any] = {}
@@ -166,15 +168,7 @@ class Controller:
     # --- the worker loop ------------------------------------------------------------------------
 
     async def _loop(self, worker: RunWorker) -> None:
-        delay = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(worker.wake.wait(), timeout=delay)
-            except TimeoutError:
-                pass
-            worker.wake.clear()
-            delay = await self.run_pass(worker)
-            await asyncio.sleep(self.min_interval)
+        await woken_passes(worker.wake, lambda: self.run_pass(worker), self.min_interval)
 
     async def run_pass(self, worker: RunWorker) -> float:
         """One pass that never raises: failures are logged, retried with backoff, and shown in status."""

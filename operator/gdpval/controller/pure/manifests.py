@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from gdpval import contract as c
-from gdpval.api.v1alpha1 import API_VERSION, KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
+from gdpval.api.v1alpha1 import API_VERSION, KIND, POOL_KIND, GdpvalRunSpec, PodDefaults, Quantity, Resources, VolumeSizes
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure import network as net
 from gdpval.render.limits import RenderLimits
@@ -73,6 +73,12 @@ class RunContext:
     sandbox_image: str
     legacy_storage: bool = False  # started by an operator that kept a run's files under runs/<name>/
     pod_defaults: PodDefaults = field(default_factory=PodDefaults)  # the chart's podDefaults
+    pool: bool = False  # a GdpvalPool's pods as the builders see them (controller.pure.pool): its name, its own token
+
+    @property
+    def token_secret(self) -> str:
+        """The tool-server token's Secret: the run's, or the pool's (shared by its pods until each is claimed)."""
+        return n.pool_token_secret_name(self.name) if self.pool else n.token_secret_name(self.name)
 
     @property
     def storage_name(self) -> str:
@@ -82,7 +88,7 @@ class RunContext:
     def owner_reference(self) -> dict[str, Any]:
         return {
             "apiVersion": API_VERSION,
-            "kind": KIND,
+            "kind": POOL_KIND if self.pool else KIND,
             "name": self.name,
             "uid": self.uid,
             "controller": True,
@@ -184,7 +190,7 @@ def s3_env(ctx: RunContext) -> list[dict[str, Any]]:
     return env
 
 
-def _container(ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, read_only: bool = True, **extra: Any) -> dict[str, Any]:
+def build_container(ctx: RunContext, name: str, image: str, command: list[str], res: Resources | None, read_only: bool = True, **extra: Any) -> dict[str, Any]:
     """Our own containers write only to their volumes; the sandbox keeps a writable root for the model's tools."""
     return {
         "name": name,
@@ -198,7 +204,7 @@ def _container(ctx: RunContext, name: str, image: str, command: list[str], res: 
     }
 
 
-def _pod_spec(ctx: RunContext, containers: list[dict[str, Any]], volumes: list[dict[str, Any]], sample: bool) -> dict[str, Any]:
+def pod_spec(ctx: RunContext, containers: list[dict[str, Any]], volumes: list[dict[str, Any]], sample: bool) -> dict[str, Any]:
     pod = ctx.spec.pod
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -235,7 +241,7 @@ def _job(
     """A Job of one container of the agent image; its resources are `ours` < the chart's podDefaults < spec.pod.resources.jobs."""
     meta = ctx.metadata(n.job_name(ctx.name, component), component)
     env = [*env, *s3_env(ctx), {"name": "HOME", "value": c.SCRATCH}]
-    container = _container(
+    container = build_container(
         ctx,
         component,
         ctx.agent_image,
@@ -255,7 +261,7 @@ def _job(
             **spec,
             "template": {
                 "metadata": template_meta,
-                "spec": _pod_spec(ctx, [container], [{"name": "scratch", "emptyDir": {}}], sample=False),
+                "spec": pod_spec(ctx, [container], [{"name": "scratch", "emptyDir": {}}], sample=False),
             },
         },
     }
@@ -326,14 +332,14 @@ def render_sidecar(ctx: RunContext) -> list[dict[str, Any]]:
     """The init containers of a pod that renders (judge, assemble): one writes a fresh tool-server token (no Secret, nothing in the spec), then the
     run's sandbox image serves its tool server to that pod's main container alone (native sidecar, loopback), with a read-only root,
     the render limits as its container's, no credential and no storage access: it sees only the shared folder."""
-    token = _container(
+    token = build_container(
         ctx, "render-token", ctx.agent_image, ["python3", "-I", "-c", MAKE_TOKEN], Resources(requests=TOKEN_MAKER, limits=TOKEN_MAKER),
         volumeMounts=[{"name": "render-token", "mountPath": c.RENDER_TOKEN_DIR}],
     )  # fmt: skip
     listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
     limits = {"memory": f"{RENDER_LIMITS.memory_bytes // MIB}Mi", "ephemeral-storage": f"{RENDER_LIMITS.disk_bytes // MIB}Mi"}
     server = ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.RENDER_DIR, "--token-file", c.RENDER_TOKEN_FILE]
-    sidecar = _container(
+    sidecar = build_container(
         ctx,
         "render",
         ctx.sandbox_image,
@@ -356,18 +362,18 @@ def token_secret(ctx: RunContext, token: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": ctx.metadata(n.token_secret_name(ctx.name), n.COMPONENT_SAMPLE),
+        "metadata": ctx.metadata(ctx.token_secret, n.COMPONENT_SAMPLE),
         "type": "Opaque",
         "stringData": {c.TOKEN_KEY: token},
     }
 
 
-def _volumes(ctx: RunContext) -> list[dict[str, Any]]:
+def sample_volumes(ctx: RunContext) -> list[dict[str, Any]]:
     sizes = volume_sizes(ctx)
     dirs = [{"name": v, "emptyDir": {"sizeLimit": sizes[v]}} for v in ("workspace", "references", "scratch")]
     tmp = [{"name": v, "emptyDir": {"medium": "Memory", "sizeLimit": sizes[v]}} for v in ("sandbox-tmp", "sandbox-shm")]
     items = [{"key": c.TOKEN_KEY, "path": c.TOKEN_KEY}]
-    token = {"name": "token", "secret": {"secretName": n.token_secret_name(ctx.name), "defaultMode": 0o440, "items": items}}
+    token = {"name": "token", "secret": {"secretName": ctx.token_secret, "defaultMode": 0o440, "items": items}}
     return [*dirs, *tmp, token]
 
 
@@ -385,15 +391,15 @@ def sample_pod(ctx: RunContext, sample_id: str, attempt: int, resolved: Mapping[
     meta = ctx.metadata(n.sample_pod_name(ctx.name, sample_id, attempt), n.COMPONENT_SAMPLE, extra_labels)
     meta["annotations"][n.A_SAMPLE_ID] = sample_id
     agent = _agent(ctx, res["agent"], sample_id, attempt, ahead)
-    volumes = _volumes(ctx)
+    volumes = sample_volumes(ctx)
     if ahead:
         meta["annotations"][n.A_GO] = ""
         item = {"path": c.GO_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": f"metadata.annotations['{n.A_GO}']"}}
         volumes.append({"name": "go", "downwardAPI": {"items": [item]}})
-    spec = _pod_spec(ctx, [agent], volumes, sample=True)
+    spec = pod_spec(ctx, [agent], volumes, sample=True)
     # The sandbox first and without a startup probe, so the tool server boots while `stage` copies the
     # references; the agent waits for its health itself (bounded, naming the sandbox when it never answers).
-    spec["initContainers"] = [_sandbox(ctx, res["sandbox"]), _stage(ctx, res["stage"], sample_id)]
+    spec["initContainers"] = [sandbox_container(ctx, res["sandbox"]), _stage(ctx, res["stage"], sample_id)]
     deadline = pod_deadline(ctx.spec)
     if deadline and not ahead:
         spec["activeDeadlineSeconds"] = deadline
@@ -413,10 +419,10 @@ def _stage(ctx: RunContext, res: Resources, sample_id: str) -> dict[str, Any]:
     """The init container that copies the sample's reference files from S3."""
     command = ["gdpval", "stage", *_common_args(ctx), "--sample", sample_id, "--dest", c.REFERENCES]
     mounts = [{"name": "references", "mountPath": c.REFERENCES}, {**SCRATCH}]
-    return _container(ctx, "stage", ctx.agent_image, command, res, env=[*s3_env(ctx), {**HOME}], volumeMounts=mounts)
+    return build_container(ctx, "stage", ctx.agent_image, command, res, env=[*s3_env(ctx), {**HOME}], volumeMounts=mounts)
 
 
-def _sandbox(ctx: RunContext, res: Resources) -> dict[str, Any]:
+def sandbox_container(ctx: RunContext, res: Resources) -> dict[str, Any]:
     """The tool server, a native sidecar: no credential, only its own token as a file."""
     listen = f"{c.SANDBOX_HOST}:{c.SANDBOX_PORT}"
     mounts = [
@@ -427,12 +433,13 @@ def _sandbox(ctx: RunContext, res: Resources) -> dict[str, Any]:
         {"name": "token", "mountPath": c.TOKEN_DIR, "readOnly": True},
     ]
     command = ["python3", c.TOOLSERVER, "--listen", listen, "--workspace", c.WORKSPACE, "--token-file", c.TOKEN_FILE]
-    return _container(ctx, "sandbox", ctx.sandbox_image, command, res, read_only=False, restartPolicy="Always", workingDir=c.WORKSPACE, volumeMounts=mounts)
+    extra = {"restartPolicy": "Always", "workingDir": c.WORKSPACE, "volumeMounts": mounts}
+    return build_container(ctx, "sandbox", ctx.sandbox_image, command, res, read_only=False, **extra)
 
 
 def _agent(ctx: RunContext, res: Resources, sample_id: str, attempt: int, ahead: bool) -> dict[str, Any]:
     """The agent: the model's key, S3's credentials and the sandbox's token; started ahead, it waits for its go file."""
-    token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": n.token_secret_name(ctx.name), "key": c.TOKEN_KEY}}}
+    token_env = {"name": c.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ctx.token_secret, "key": c.TOKEN_KEY}}}
     hold = {"name": c.OUTAGE_HOLD_ENV, "value": str(ctx.spec.samples.outage_hold_seconds)}
     env = [token_env, *s3_env(ctx), {**HOME}, hold]
     key = ctx.spec.model.api_key_secret_ref
@@ -441,7 +448,7 @@ def _agent(ctx: RunContext, res: Resources, sample_id: str, attempt: int, ahead:
     go = ["--go", c.GO_FILE] if ahead else []
     go_mount = [{"name": "go", "mountPath": c.GO_DIR, "readOnly": True}] if ahead else []
     command = ["gdpval", "sample", *_common_args(ctx), "--sample", sample_id, "--attempt", str(attempt), "--sandbox", c.SANDBOX_URL, *go]
-    agent = _container(ctx, "agent", ctx.agent_image, command, res, env=env, volumeMounts=[{**WORKSPACE}, {**REFERENCES_RO}, {**SCRATCH}, *go_mount])
+    agent = build_container(ctx, "agent", ctx.agent_image, command, res, env=env, volumeMounts=[{**WORKSPACE}, {**REFERENCES_RO}, {**SCRATCH}, *go_mount])
     if ahead:
         agent["startupProbe"] = ready_probe(ctx.spec)
     return agent

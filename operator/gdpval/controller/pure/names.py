@@ -24,10 +24,15 @@ L_RUN_UID = f"{GROUP}/run-uid"
 L_SAMPLE = f"{GROUP}/sample"
 L_ATTEMPT = f"{GROUP}/attempt"
 L_NETWORK = f"{GROUP}/network"
+L_POOL = f"{GROUP}/pool"  # a pooled pod's pool, kept once claimed (the pool counts its claimed pods)
+L_SHAPE = f"{GROUP}/pool-shape"  # the hash of a pooled pod's shape: a run claims only pods of its own shape
+L_CLAIMED = f"{GROUP}/claimed"  # "" while in the pool; the claiming run's uid from the claim's first step
 
 # Annotations: full values that may not fit a label.
 A_SAMPLE_ID = f"{GROUP}/sample-id"
 A_GO = f"{GROUP}/go"  # a pod started ahead: "" while it waits for its turn, contract.GO_VALUE once given
+A_CLAIM = f"{GROUP}/claim"  # a pooled pod: "" in the pool, the claim (JSON, no secret) once claimed
+A_CLAIMED_AT = f"{GROUP}/claimed-at"  # a pooled pod: when the claim's first step took it (a claim left halfway is cleared)
 
 # kopf's own storage, under our group.
 FINALIZER = f"{GROUP}/finalizer"
@@ -36,6 +41,7 @@ COMPONENT_SAMPLE = "sample"
 COMPONENT_PREPARE = "prepare"
 COMPONENT_ASSEMBLE = "assemble"
 COMPONENT_JUDGE = "judge"
+COMPONENT_POOLED = "pooled"  # a pooled pod before its claim; a claimed one is a run's "sample"
 
 MANAGED_SELECTOR = f"{L_MANAGED_BY}={MANAGED_BY}"
 
@@ -100,3 +106,23 @@ def base_labels(run: str, uid: str, component: str) -> dict[str, str]:
         L_RUN: label_value(run),
         L_RUN_UID: uid,
     }
+
+
+def pool_token_secret_name(pool: str) -> str:
+    """Its own suffix: a pool and a run of one name never share a Secret."""
+    return dns_label(pool, "pool-token")
+
+
+def pool_pod_prefix(pool: str) -> str:
+    """The start of a pool's pod names; the pool adds eight random characters."""
+    return f"{dns_label(pool, 'pool')[: MAX - 9].rstrip('-')}-"
+
+
+def claim_secret_name(pod: str) -> str:
+    """The claimed pod's credentials, owned by the pod."""
+    return f"{pod}-claim"
+
+
+def attempt_selector(run_uid: str, sample: str, attempt: int) -> str:
+    """The label selector of one attempt's pod, whatever its name (its own, or its pool's)."""
+    return f"{L_RUN_UID}={run_uid},{L_SAMPLE}={label_value(sample)},{L_ATTEMPT}={attempt}"
