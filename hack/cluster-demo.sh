@@ -101,11 +101,13 @@ metadata:
 EOF
   kubectl -n "$NS" create secret generic s3-credentials --from-literal=AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" \
     --from-literal=AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  # A CRD applied by hand (or kept by another release) is handed to this release, as the chart's tests do.
-  if kubectl get crd gdpvalruns.gdpval.io >/dev/null 2>&1; then
-    kubectl apply --server-side --force-conflicts -f crds/gdpval.io_gdpvalruns.yaml >/dev/null
-    kubectl label crd gdpvalruns.gdpval.io --overwrite app.kubernetes.io/managed-by=Helm >/dev/null
-    kubectl annotate crd gdpvalruns.gdpval.io --overwrite meta.helm.sh/release-name="$RELEASE" meta.helm.sh/release-namespace="$NS" >/dev/null
+  # CRDs applied by hand (or kept by another release) are handed to this release, as the chart's tests do.
+  if kubectl get crd gdpvalruns.gdpval.io >/dev/null 2>&1 || kubectl get crd gdpvalpools.gdpval.io >/dev/null 2>&1; then
+    kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
+    for crd in gdpvalruns.gdpval.io gdpvalpools.gdpval.io; do
+      kubectl label crd "$crd" --overwrite app.kubernetes.io/managed-by=Helm >/dev/null
+      kubectl annotate crd "$crd" --overwrite meta.helm.sh/release-name="$RELEASE" meta.helm.sh/release-namespace="$NS" >/dev/null
+    done
   fi
   log "helm install $RELEASE (operator $operator, sandbox $sandbox)"
   helm upgrade --install "$RELEASE" charts/gdpval --namespace "$NS" --wait --timeout 5m \

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gdpval"
 CRD_NAME = "gdpvalruns.gdpval.io"
+CRD_NAMES = (CRD_NAME, "gdpvalpools.gdpval.io")
 
 
 def operator_image() -> str:
@@ -101,16 +102,18 @@ def install(kube: Kube, helm: Helm, values: dict) -> None:
 
 
 def adopt_crd(kube: Kube, release: str, namespace: str) -> None:
-    """A CRD kept by an earlier release (or applied by hand) is handed to this release, as a user would.
+    """CRDs kept by an earlier release (or applied by hand) are handed to this release, as a user would.
 
-    The shared test cluster may hold the CRD of an older tree, applied by kubectl; it is brought to
+    The shared test cluster may hold the CRDs of an older tree, applied by kubectl; they are brought to
     this tree's first, or helm's server-side apply would conflict with kubectl's fields.
     """
-    if kube.run("get", "crd", CRD_NAME, check=False).returncode != 0:
+    present = [crd for crd in CRD_NAMES if kube.run("get", "crd", crd, check=False).returncode == 0]
+    if not present:
         return
     install_crd(kube)
-    kube.run("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
-    kube.run("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
+    for crd in CRD_NAMES:
+        kube.run("label", "crd", crd, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+        kube.run("annotate", "crd", crd, "--overwrite", f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}")
 
 
 def operator_pods(kube: Kube) -> list[dict]:
