@@ -41,7 +41,7 @@ GO_VALUE = "go"
 READY_FILE = f"{SCRATCH}/gdpval-ready"
 # A pod of a GdpvalPool holds no run until a run claims it: its agent (imports done, sandbox healthy, READY_FILE made)
 # waits for CLAIM_FILE, a downward-API file of the claim annotation (JSON: run, sample, storage, endpoints; no secret),
-# beside the claim's Secret projected into the same folder (CLAIM_SECRET_KEYS, optional: absent until the claim) and
+# beside the claim's Secret projected into the same folder (API_KEY_ENV and S3_KEY_ENVS; optional: absent until the claim) and
 # the go file of a claim made ahead of its turn. The Secret's CLAIM_ID_KEY equals the claim's id once it is in place.
 CLAIM_DIR = "/run/gdpval-claim"
 CLAIM_FILE = f"{CLAIM_DIR}/claim"

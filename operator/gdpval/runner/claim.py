@@ -21,7 +21,8 @@ CLAIM_POLL_S = 0.02  # a stat and a small read, as the go file's
 CLAIM_SECRET_TIMEOUT_S = 120.0  # the kubelet's periodic sync brings a late Secret within about a minute
 
 
-def _read(path: Path) -> str:
+def read_signal(path: Path) -> str:
+    """A downward-API or Secret file the operator fills, stripped; empty while it is absent."""
     try:
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
@@ -31,14 +32,14 @@ def _read(path: Path) -> str:
 def wait_for_claim(folder: Path, ready: Path, poll: float = CLAIM_POLL_S, secret_timeout: float = CLAIM_SECRET_TIMEOUT_S) -> contract.Claim:
     """Say the agent waits ready (`ready`, the startup probe's file), then wait for a claim and its Secret."""
     ready.touch()
-    while not (text := _read(folder / Path(contract.CLAIM_FILE).name)):
+    while not (text := read_signal(folder / Path(contract.CLAIM_FILE).name)):
         time.sleep(poll)
     try:
         claim = contract.Claim.parse(text)
     except (ValueError, KeyError, TypeError) as exc:
         raise GdpvalError(f"unreadable claim in {folder}: {exc}") from None
     until = time.monotonic() + secret_timeout
-    while _read(folder / contract.CLAIM_ID_KEY) != claim.id:
+    while read_signal(folder / contract.CLAIM_ID_KEY) != claim.id:
         if time.monotonic() > until:
             raise GdpvalError(f"the Secret of claim {claim.id} did not reach {folder} within {secret_timeout:.0f} s")
         time.sleep(poll)
@@ -48,7 +49,7 @@ def wait_for_claim(folder: Path, ready: Path, poll: float = CLAIM_POLL_S, secret
 def take_on(claim: contract.Claim, folder: Path, environ: Any = os.environ) -> None:
     """The run's credentials (files of the claim Secret) and settings into the agent's environment."""
     for key in (contract.API_KEY_ENV, *contract.S3_KEY_ENVS):
-        value = _read(folder / key)
+        value = read_signal(folder / key)
         if value:
             environ[key] = value
     if claim.endpoint:

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING
 from gdpval import contract
 from gdpval.errors import GdpvalError
 from gdpval.records import load_entry, load_record
+from gdpval.runner.claim import read_signal
 from gdpval.storage import Storage
 
 if TYPE_CHECKING:
+    from gdpval.manifest import ManifestEntry
     from gdpval.sample import SampleResult
 
 SANDBOX_READY_TIMEOUT_S = 180.0
@@ -43,10 +45,15 @@ class ModelUnavailable(Exception):
 
 
 def stage(storage: Storage, run: str, sample_id: str, dest: Path) -> list[Path]:
-    """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only; several
-    at once, since a task can have a dozen files and each is a round trip the agent's start waits on."""
+    """Copy the sample's mirrored references to `dest/<hash>/<name>` and make them read-only (stage_entry)."""
+    return stage_entry(storage, load_entry(storage, run, sample_id), dest)
+
+
+def stage_entry(storage: Storage, entry: ManifestEntry, dest: Path) -> list[Path]:
+    """`entry`'s references staged, several at once: a task can have a dozen files, and each is a round trip the
+    agent's start waits on."""
     wanted: dict[Path, str] = {}
-    for ref in load_entry(storage, run, sample_id).references:
+    for ref in entry.references:
         if not ref.key:
             continue  # missing from the dataset: the agent records the sample as failed
         target = dest / ref.path.removeprefix("reference_files/")
@@ -63,9 +70,12 @@ def _fetch(storage: Storage, key: str, target: Path) -> Path:
     return target
 
 
-def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str, go: Path | None = None) -> SampleResult:
+def run_sample(
+    storage: Storage, run: str, sample_id: str, attempt_number: int, sandbox: str, go: Path | None = None, entry: ManifestEntry | None = None
+) -> SampleResult:
     """One attempt in a pod; a restarted container finds its own commit and does nothing twice. A pod started
-    ahead of its turn (`go`) gets everything ready, then waits for the go before its first model request."""
+    ahead of its turn (`go`) gets everything ready, then waits for the go before its first model request. `entry`:
+    the sample's, when the caller read it already (a pool pod's agent, which staged its references)."""
     with _unimportable(OPTIONAL_UNUSED):
         from gdpval.agent.client import connection_pool, governed, make_client, reach, rehearse
         from gdpval.agent.governor import Governor, Meter
@@ -73,7 +83,7 @@ def run_sample(storage: Storage, run: str, sample_id: str, attempt_number: int, 
     from gdpval.sample import SampleResult
     from gdpval.sandbox.client import SandboxClient
 
-    attempt = Attempt(load_record(storage, run), load_entry(storage, run, sample_id), attempt_number)
+    attempt = Attempt(load_record(storage, run), entry or load_entry(storage, run, sample_id), attempt_number)
     done = attempt.keys.result
     if storage.exists(done):
         return SampleResult.model_validate_json(storage.get_text(done))
@@ -134,9 +144,10 @@ def run_pooled(folder: Path, sandbox: str) -> SampleResult:
     claim = wait_for_claim(folder, Path(contract.READY_FILE))
     take_on(claim, folder)
     storage = open_storage(claim.output)
-    stage(storage, claim.run, claim.sample, Path(contract.REFERENCES))
+    entry = load_entry(storage, claim.run, claim.sample)
+    stage_entry(storage, entry, Path(contract.REFERENCES))
     go = folder / Path(contract.CLAIM_GO_FILE).name if claim.ahead else None
-    return run_sample(storage, claim.run, claim.sample, claim.attempt, sandbox, go)
+    return run_sample(storage, claim.run, claim.sample, claim.attempt, sandbox, go, entry)
 
 
 def _say_reached(seconds: float | None) -> None:
@@ -152,10 +163,7 @@ def wait_for_go(go: Path, ready: Path, poll: float = GO_POLL_S) -> None:
     anything but empty or the go is refused: only the operator writes it."""
     ready.touch()
     while True:
-        try:
-            text = go.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            text = ""
+        text = read_signal(go)
         if text == contract.GO_VALUE:
             return
         if text:

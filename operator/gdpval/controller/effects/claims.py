@@ -36,11 +36,6 @@ class Claimer:
             self.taken.add(free[0].name)
             return free[0]
 
-    def forget(self, present: set[str]) -> None:
-        """Pods this process took that no pool pod listing shows any more (deleted): their names are not kept forever."""
-        with self.lock:
-            self.taken &= present
-
     def claim(
         self, ctx: RunContext, sample: str, attempt: int, ahead: bool, credentials: Mapping[str, str], resolved: Mapping[str, list[str]] | None, now: float
     ) -> str | None:

@@ -106,7 +106,8 @@ def _scheduled(status: Mapping[str, Any]) -> float:
     return 0.0
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
+def pod_ready(status: Mapping[str, Any]) -> bool:
+    """Condition Ready is True."""
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
 
 
@@ -179,7 +180,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodView:
         scheduled=_scheduled(status),
         model_unavailable=status.get("phase") == "Failed" and _model_unavailable(status),
         ahead=annotations.get(n.A_GO) == "",
-        ready=_ready(status),
+        ready=pod_ready(status),
     )
 
 

@@ -23,7 +23,7 @@ from gdpval.contract import Claim
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure import network as net
-from gdpval.controller.pure.observe import parse_time
+from gdpval.controller.pure.observe import parse_time, pod_ready
 
 HALF_CLAIM_SECONDS = 30  # a pod taken (lock_patch) but not given its claim this long after: its claimer died, it goes
 MAX_POOL_CREATES = 20  # pods a pool pass creates at most; the rest in the next
@@ -223,7 +223,7 @@ def parse_pooled(body: Mapping[str, Any]) -> PooledView:
         claim=bool(annotations.get(n.A_CLAIM)),
         claimed_at=parse_time(annotations.get(n.A_CLAIMED_AT)),
         phase=status.get("phase", "Pending"),
-        ready=any(x.get("type") == "Ready" and x.get("status") == "True" for x in status.get("conditions", [])),
+        ready=pod_ready(status),
         deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
     )
