@@ -95,7 +95,8 @@ class Claim:
     hosts: dict[str, list[str]] = field(default_factory=dict)
 
     def wire(self) -> str:
-        return json.dumps(self.__dict__, sort_keys=True, ensure_ascii=False)
+        """ASCII JSON: an annotation value survives any sample id (U+2028, NUL, a lone surrogate) as escapes."""
+        return json.dumps(self.__dict__, sort_keys=True)
 
     @classmethod
     def parse(cls, text: str) -> Claim:

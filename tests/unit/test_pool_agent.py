@@ -66,3 +66,10 @@ def test_pinned_hosts_resolve_to_their_addresses_and_others_as_before(monkeypatc
     claims.pin_hosts({"Model.Example": ["127.0.0.1"]})
     assert {info[4][0] for info in socket.getaddrinfo("model.example", 80, type=socket.SOCK_STREAM)} == {"127.0.0.1"}
     assert socket.getaddrinfo("127.0.0.1", 80, type=socket.SOCK_STREAM)[0][4][0] == "127.0.0.1"
+
+
+def test_a_claim_of_any_sample_id_goes_over_the_wire_as_ascii_and_comes_back_whole():
+    awkward = contract.Claim(id="i", run="ns.r", output="s3://b/o", sample="t\u2028\x00\ud800é-r0", attempt=1)
+    text = awkward.wire()
+    assert text.isascii() and text.encode("utf-8")
+    assert contract.Claim.parse(text) == awkward
