@@ -460,38 +460,37 @@ def _play_pool_kubelet(env: Env) -> None:
 
 
 def _check_claims(env: Env, seen: dict[str, tuple[str, int]]) -> None:
-    """Every claim names one (sample, attempt) and one pod, for good; no unclaimed pod holds a claim Secret."""
+    """Every claim names one (sample, attempt) and one pod, for good; no pod still its pool's holds a claim Secret."""
     for pod in _pool_pods(env):
         name, text = pod.metadata.name, (pod.metadata.annotations or {}).get(n.A_CLAIM)
         if text:
             claim = contract.Claim.parse(text)
             assert seen.setdefault(name, (claim.sample, claim.attempt)) == (claim.sample, claim.attempt), f"{name} claimed twice"
-        elif not pod.metadata.labels.get(n.L_CLAIMED):
-            with pytest.raises(ApiException) as gone:
-                env.cp.core.read_namespaced_secret(n.claim_secret_name(name), NS)
-            assert gone.value.status == 404, f"{name} is in the pool with a claim Secret"
+        elif pod.metadata.owner_references[0].kind == api.POOL_KIND and _found(env.cp.core.read_namespaced_secret, n.claim_secret_name(name)):
+            now = env.cp.core.read_namespaced_pod(name, NS).metadata.owner_references[0]  # the lock comes before the Secret
+            assert now.kind != api.POOL_KIND, f"{name} is in the pool with a claim Secret"
     attempts = list(seen.values())
     assert len(attempts) == len(set(attempts)), f"an attempt got two pool pods: {seen}"
 
 
 def test_pool_claims_under_sigkills_claim_each_pod_once_and_clear_half_claims(env):
     """A run claims its pods from a pool while the operator is killed at random points: no pod serves two attempts,
-    no attempt gets two pods, and a claim its claimer left halfway (pod taken, Secret made, never given the run) is
-    deleted by the pool and never handed to a run."""
+    no attempt gets two pods, and a claim its claimer left halfway (pod held by the run, Secret made, never claimed) is
+    never handed to a run and is deleted by the pool, restarts or not, within HALF_CLAIM_SECONDS of the last."""
     rng = random.Random(11)
     env.cp.custom.create_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.POOL_PLURAL, pool_manifest("cp-pool", NS, images=IMAGES, size=3))
     _wait(lambda: len(_pool_pods(env)) == 3, 30, "three pool pods")
     _play_pool_kubelet(env)
-    half = _pool_pods(env)[0]
-    stale = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=pool.HALF_CLAIM_SECONDS + 5)
-    env.cp.core.patch_namespaced_pod(half.metadata.name, NS, pool.lock_patch("a-claimer-that-died", stale.strftime("%Y-%m-%dT%H:%M:%SZ")))
-    env.cp.core.create_namespaced_secret(NS, {"metadata": {"name": n.claim_secret_name(half.metadata.name)}, "stringData": {"claim-id": "x"}})
-    _wait(lambda: half.metadata.name not in {p.metadata.name for p in _pool_pods(env)}, 30, "the half claim deleted by the pool")
     name, parallelism = "pooled", 2
     env.create(name, parallelism=parallelism, samples={"backoffSeconds": 0, "retries": 8}, failureBudget="100%")
+    uid = env.run(name)["metadata"]["uid"]
+    half = _pool_pods(env)[0]
+    owner = {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": name, "uid": uid, "controller": True, "blockOwnerDeletion": True}
+    env.cp.core.patch_namespaced_pod(half.metadata.name, NS, pool.lock_patch(pool.parse_pooled(env.cp.core.api_client.sanitize_for_serialization(half)), owner))
+    env.cp.core.create_namespaced_secret(NS, {"metadata": {"name": n.claim_secret_name(half.metadata.name)}, "stringData": {"claim-id": "x"}})
     _wait(lambda: "prepare" in env.jobs(name), 30, "prepare Job")
     samples = env.prepare(name, 8)
-    uid, seen = env.run(name)["metadata"]["uid"], {}
+    seen: dict[str, tuple[str, int]] = {}
     for _ in range(60):
         _play_pool_kubelet(env)
         live = _wait(lambda: _pending_or_assembling(env, name), 60, "a live sample pod or the run assembling")
@@ -511,14 +510,17 @@ def test_pool_claims_under_sigkills_claim_each_pod_once_and_clear_half_claims(en
     assert env.status(name).get("state") == "Assembling", f"not assembling: {env.status(name)}"
     assert set(env.committed(name)) == set(samples)
     assert seen and half.metadata.name not in seen, f"claims: {seen}"
-    assert all(env.cp.core.read_namespaced_pod(p, NS).metadata.labels[n.L_RUN_UID] == uid for p in seen if _exists(env, p))
+    gone = pool.HALF_CLAIM_SECONDS + 15
+    _wait(lambda: half.metadata.name not in {p.metadata.name for p in _pool_pods(env)}, gone, "the half claim deleted by the pool")
+    assert all(env.cp.core.read_namespaced_pod(p, NS).metadata.labels[n.L_RUN_UID] == uid for p in seen if _found(env.cp.core.read_namespaced_pod, p))
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.PLURAL, name)
     env.cp.custom.delete_namespaced_custom_object(api.GROUP, api.VERSION, NS, api.POOL_PLURAL, "cp-pool")
 
 
-def _exists(env: Env, pod: str) -> bool:
+def _found(read, name: str) -> bool:
+    """Whether the object `read` reads by name exists."""
     try:
-        env.cp.core.read_namespaced_pod(pod, NS)
+        read(name, NS)
         return True
     except ApiException as exc:
         if exc.status == 404:

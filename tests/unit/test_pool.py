@@ -23,9 +23,9 @@ def pool_ctx(**spec) -> manifests.RunContext:
     return pool.pool_context("warm", "ns", "pool-uid", GdpvalPoolSpec.model_validate({"size": 2, **spec}), *IMAGES, PodDefaults())
 
 
-def view(name: str, shape: str = "s", claimed: str = "", claim: bool = False, ready: bool = True, phase: str = "Running", **kw) -> pool.PooledView:
-    base = {"uid": f"uid-{name}", "pool": "warm", "claimed_at": 0.0, "deleting": False, "created": 0.0}
-    return pool.PooledView(name=name, shape=shape, claimed=claimed, claim=claim, phase=phase, ready=ready, **{**base, **kw})
+def view(name: str, shape: str = "s", claimed: str = "", held: bool = False, ready: bool = True, phase: str = "Running", **kw) -> pool.PooledView:
+    base = {"uid": f"uid-{name}", "pool": "warm", "owner": "pool-uid", "deleting": False, "created": 0.0}
+    return pool.PooledView(name=name, shape=shape, claimed=claimed, held=held, phase=phase, ready=ready, **{**base, **kw})
 
 
 def test_a_run_matches_a_pool_of_its_own_pod_shape_and_no_other():
@@ -60,23 +60,43 @@ def test_a_pooled_pod_holds_nothing_of_a_run():
 
 
 def test_the_claim_takes_a_free_pod_once_and_makes_it_the_runs_sample_pod():
-    lock = pool.lock_patch("run-uid", iso(100.0))
-    assert lock[0] == {"op": "test", "path": "/metadata/labels/gdpval.io~1claimed", "value": ""}
     ctx = run_ctx(agent={"sampleDeadlineSeconds": 900}, pod={"labels": {"team": "a", "kueue.x-k8s.io/queue-name": "q"}})
+    lock = pool.lock_patch(view("p1"), ctx.owner_reference())
+    assert lock == [
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "pool-uid"},
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": [ctx.owner_reference()]},
+    ], "taken only from its pool; a second claimer's test fails on the run's uid"
+    assert not any("/labels/" in op["path"] or "/annotations/" in op["path"] or "/spec/" in op["path"] for op in lock), "the kubelet does not sync on it"
     claim = pool.claim_of(ctx, "id1", "task-1-r0", 2, False, {})
-    ops = pool.claim_patch(ctx, claim, age=42.5)
-    assert ops[0] == {"op": "test", "path": "/metadata/labels/gdpval.io~1claimed", "value": "run-uid"}, "only a pod this run took"
-    labels = {op["path"].rsplit("/", 1)[1].replace("~1", "/"): op["value"] for op in ops if "/labels/" in op["path"]}
+    ops = pool.claim_patch(ctx, claim, 42.5, iso(100.0))
+    assert ops[:2] == [
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "run-uid"},
+        {"op": "test", "path": "/metadata/labels/gdpval.io~1claimed", "value": ""},
+    ], "only a pod this run holds and nobody claimed"
+    labels = {op["path"].rsplit("/", 1)[1].replace("~1", "/"): op["value"] for op in ops if "/labels/" in op["path"] and op["op"] == "add"}
     assert labels[n.L_RUN_UID] == "run-uid" and labels[n.L_COMPONENT] == n.COMPONENT_SAMPLE and labels[n.L_ATTEMPT] == "2"
-    assert labels["team"] == "a" and "kueue.x-k8s.io/queue-name" not in labels, "Kueue's labels stay those the pod was admitted under"
-    owners = next(op for op in ops if op["path"] == "/metadata/ownerReferences")
-    assert owners["op"] == "replace" and owners["value"] == [ctx.owner_reference()]
+    assert labels[n.L_CLAIMED] == "run-uid" and labels["team"] == "a"
+    assert "kueue.x-k8s.io/queue-name" not in labels, "Kueue's labels stay those the pod was admitted under"
+    assert not any(op["path"] == "/metadata/ownerReferences" for op in ops), "the owner moved with the lock"
     deadline = next(op for op in ops if op["path"] == "/spec/activeDeadlineSeconds")["value"]
     assert deadline == 43 + manifests.pod_deadline(ctx.spec), "the deadline counts from the pod's start, as a go's does"
     wired = contract.Claim.parse(next(op for op in ops if op["path"].endswith("gdpval.io~1claim"))["value"])
     assert wired == claim and wired.run == ctx.storage_name and wired.endpoint == "http://10.0.0.2:9000"
-    ahead = pool.claim_patch(ctx, pool.claim_of(ctx, "id2", "t", 1, True, {}), 1)
+    ahead = pool.claim_patch(ctx, pool.claim_of(ctx, "id2", "t", 1, True, {}), 1, iso(100.0))
     assert not any(op["path"] == "/spec/activeDeadlineSeconds" for op in ahead), "a claim ahead of its turn gets its deadline with its go"
+
+
+def test_a_pod_is_held_while_a_run_owns_it_unclaimed():
+    pod = pool.pooled_pod(pool_ctx(), "s", "abcd1234") | {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    pod["metadata"]["uid"] = "pod-uid"
+    seen = pool.parse_pooled(pod)
+    assert seen.owner == "pool-uid" and not seen.held and seen.free
+    pod["metadata"]["ownerReferences"] = [run_ctx().owner_reference()]
+    held = pool.parse_pooled(pod)
+    assert held.held and not held.free and held.owner == "run-uid"
+    pod["metadata"]["labels"][n.L_CLAIMED] = "run-uid"
+    claimed = pool.parse_pooled(pod)
+    assert claimed.claimed and not claimed.held and not claimed.free
 
 
 def test_the_claim_secret_is_owned_by_the_pod_and_names_the_claim():
@@ -99,15 +119,18 @@ def test_the_pool_keeps_its_size_replaces_old_shapes_and_clears_half_claims():
         view("starting", ready=False),
         view("old", shape="old"),
         view("ended", phase="Failed"),
-        view("claimed", claimed="run", claim=True),
-        view("half", claimed="run", claimed_at=100.0),
-        view("stale-half", claimed="run", claimed_at=50.0),
+        view("claimed", claimed="run"),
+        view("half", held=True),
+        view("stale-half", held=True),
+        view("new-half", held=True),
     ]
-    plan = pool.decide_pool(spec, 4, "s", pods, creating=0, now=100.0 + pool.HALF_CLAIM_SECONDS - 1)
+    now = 100.0 + pool.HALF_CLAIM_SECONDS - 1
+    plan = pool.decide_pool(spec, 4, "s", pods, 0, now, {"half": 100.0, "stale-half": 50.0, "gone": 1.0})
     assert sorted(plan.delete) == ["ended", "old", "stale-half"]
     assert plan.create == 1, "two current pods of three, none being created"
     assert plan.status.model_dump() == {"observed_generation": 4, "shape": "s", "size": 3, "ready": 1, "starting": 1, "claimed": 1, "message": ""}
-    assert plan.wake_at == [100.0 + pool.HALF_CLAIM_SECONDS], "the half claim is looked at again when it goes stale"
-    assert pool.decide_pool(spec, 4, "s", pods, creating=1, now=0).create == 0, "pods asked for and not seen yet count"
-    shrunk = pool.decide_pool(GdpvalPoolSpec(size=1), 5, "s", [view("r1", created=1), view("r2", created=2), view("s1", ready=False)], 0, 0)
+    assert plan.wake_at == [100.0 + pool.HALF_CLAIM_SECONDS, now + pool.HALF_CLAIM_SECONDS], "each half claim looked at when it goes stale"
+    assert plan.held_since == {"half": 100.0, "stale-half": 50.0, "new-half": now}, "timed from first seen; pods no longer held forgotten"
+    assert pool.decide_pool(spec, 4, "s", pods, 1, 0, {}).create == 0, "pods asked for and not seen yet count"
+    shrunk = pool.decide_pool(GdpvalPoolSpec(size=1), 5, "s", [view("r1", created=1), view("r2", created=2), view("s1", ready=False)], 0, 0, {})
     assert shrunk.delete == ["s1", "r1"] and shrunk.create == 0, "a smaller pool drops the pods not ready first, then the newest ready"

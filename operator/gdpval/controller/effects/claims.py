@@ -42,14 +42,14 @@ class Claimer:
         """The pod claimed for this attempt, or None when no free pod of the run's shape could be taken."""
         shape_id = pool.shape_hash(ctx, resolved)
         while (pod := self._next(ctx.namespace, shape_id)) is not None:
-            if not self.kube.claim_step(ctx.namespace, pod.name, pool.lock_patch(ctx.uid, iso(now))):
+            if not self.kube.claim_step(ctx.namespace, pod.name, pool.lock_patch(pod, ctx.owner_reference())):
                 continue  # another claimer won it, or it is gone
             claim = pool.claim_of(ctx, secrets.token_hex(8), sample, attempt, ahead, resolved)
             refused = self.kube.create_secret(pool.claim_secret(ctx, pod, claim.id, credentials))
             if refused:
                 log.warning("run %s/%s: the claim Secret of pool pod %s was refused (%s); the pool deletes the pod", ctx.namespace, ctx.name, pod.name, refused)
                 return None
-            if self.kube.claim_step(ctx.namespace, pod.name, pool.claim_patch(ctx, claim, now - pod.created)):
+            if self.kube.claim_step(ctx.namespace, pod.name, pool.claim_patch(ctx, claim, now - pod.created, iso(now))):
                 log.info("run %s/%s: %s attempt %d claimed pool pod %s", ctx.namespace, ctx.name, sample, attempt, pod.name)
                 return pod.name
             log.warning("run %s/%s: pool pod %s went before its claim was complete; the pool deletes it", ctx.namespace, ctx.name, pod.name)

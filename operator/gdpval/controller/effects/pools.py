@@ -38,6 +38,7 @@ class PoolWorker:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
     creating: dict[str, float] = field(default_factory=dict)  # pod name -> when this worker created it
+    held_since: dict[str, float] = field(default_factory=dict)  # pod name -> when a pass first saw a run hold it
     token: bool = False  # the pool's tool-server Secret was made
     written: api.GdpvalPoolStatus | None = None
 
@@ -107,7 +108,8 @@ class Pools:
         mine = [p for p in self.pods(namespace) if p.pool == n.label_value(name)]
         seen = {p.name for p in mine}
         worker.creating = {pod: t for pod, t in worker.creating.items() if pod not in seen and now - t < CREATING_SECONDS}
-        plan = pool.decide_pool(spec, meta.get("generation", 0), shape_id, mine, len(worker.creating), now)
+        plan = pool.decide_pool(spec, meta.get("generation", 0), shape_id, mine, len(worker.creating), now, worker.held_since)
+        worker.held_since = plan.held_since
         if plan.create and not worker.token:
             self.kube.ensure_secret(manifests.token_secret(ctx, secrets.token_urlsafe(32)))
             worker.token = True

@@ -3,10 +3,13 @@
 A pooled pod is a sample pod without its run: the sandbox up, the agent imported and waiting ready, no reference file,
 no credential, no endpoint. Its shape (images, limits, volumes, scheduling, DNS) is hashed into a label; a run whose own
 pod would have the same shape claims a ready one instead of creating a pod. The claim has three steps, each safe to
-die after: `lock_patch` takes the pod (a JSON patch whose test fails if another claim took it first), `claim_secret`
-holds the run's credentials (owned by the pod), `claim_patch` gives it the run's labels, owner and sample (the
-downward API brings the claim into the agent's folder). A pod taken but never given its claim is deleted by the
-pool (`decide_pool`) after `HALF_CLAIM_SECONDS`, and never returned: each pooled pod serves at most one sample.
+die after: `lock_patch` takes the pod (a JSON patch moving its ownerReference from the pool to the run, whose test
+fails if another claim took it first), `claim_secret` holds the run's credentials (owned by the pod), `claim_patch`
+gives it the run's labels, sample and claim (the downward API brings the claim into the agent's folder). The lock
+changes nothing the kubelet watches (labels, annotations, spec), so the kubelet syncs the pod once, at the claim: a
+second sync within a second of the first waits for its next relist of the containers (up to a second). A pod held
+by a run but never given its claim is deleted by the pool (`decide_pool`) `HALF_CLAIM_SECONDS` after the pool first
+saw it so, and never returned: each pooled pod serves at most one sample.
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gdpval import contract as c
-from gdpval.api.v1alpha1 import GdpvalPoolSpec, GdpvalPoolStatus, GdpvalRunSpec, ModelSpec, OutputSpec, PodDefaults, SandboxSpec
+from gdpval.api.v1alpha1 import POOL_KIND, GdpvalPoolSpec, GdpvalPoolStatus, GdpvalRunSpec, ModelSpec, OutputSpec, PodDefaults, SandboxSpec
 from gdpval.contract import Claim
 from gdpval.controller.pure import manifests as m
 from gdpval.controller.pure import names as n
 from gdpval.controller.pure import network as net
 from gdpval.controller.pure.observe import parse_time, pod_ready
 
-HALF_CLAIM_SECONDS = 30  # a pod taken (lock_patch) but not given its claim this long after: its claimer died, it goes
+HALF_CLAIM_SECONDS = 30  # a pod held (lock_patch) but not given its claim this long: its claimer died, the pod goes
 MAX_POOL_CREATES = 20  # pods a pool pass creates at most; the rest in the next
 NO_DNS = {"dnsPolicy": "None", "dnsConfig": {"nameservers": [net.NO_RESOLVER]}}
 
@@ -130,13 +133,11 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def lock_patch(run_uid: str, now_iso: str) -> list[dict[str, Any]]:
-    """The claim's first step, atomic: fails (422) unless the pod is still unclaimed."""
-    claimed = f"/metadata/labels/{_escape(n.L_CLAIMED)}"
+def lock_patch(pod: PooledView, run_owner: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The claim's first step, atomic: the pod's owner becomes the run, unless another claim moved it first (422)."""
     return [
-        {"op": "test", "path": claimed, "value": ""},
-        {"op": "replace", "path": claimed, "value": run_uid},
-        {"op": "replace", "path": f"/metadata/annotations/{_escape(n.A_CLAIMED_AT)}", "value": now_iso},
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": pod.owner},
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": [dict(run_owner)]},
     ]
 
 
@@ -164,19 +165,22 @@ def claim_of(ctx: m.RunContext, claim_id: str, sample: str, attempt: int, ahead:
     )
 
 
-def claim_patch(ctx: m.RunContext, claim: Claim, age: float) -> list[dict[str, Any]]:
-    """The claim's last step: the pod becomes the run's sample pod, as sample_pod would have made it. A JSON patch, so
-    the pool's ownerReference is replaced (a strategic merge would keep both controllers, which the API refuses), and
-    only while the pod is still taken by this run. Kueue's labels stay the pool's (the pod was admitted under them);
-    a claim made ahead of its turn waits for its go."""
+def claim_patch(ctx: m.RunContext, claim: Claim, age: float, now_iso: str) -> list[dict[str, Any]]:
+    """The claim's last step, the one the kubelet sees: the pod becomes the run's sample pod, as sample_pod would
+    have made it, only while this run holds it and nothing claimed it. Kueue's labels stay the pool's (the pod was
+    admitted under them); a claim made ahead of its turn waits for its go."""
     labels = {k: v for k, v in ctx.spec.pod.labels.items() if not k.startswith("kueue.x-k8s.io/")}
     labels |= n.base_labels(ctx.name, ctx.uid, n.COMPONENT_SAMPLE)
     labels |= {n.L_SAMPLE: n.label_value(claim.sample), n.L_ATTEMPT: str(claim.attempt), n.L_NETWORK: "true" if ctx.spec.sandbox.network else "false"}
-    annotations = {**ctx.spec.pod.annotations, n.A_SAMPLE_ID: claim.sample, n.A_CLAIM: claim.wire(), n.A_GO: "" if claim.ahead else c.GO_VALUE}
-    ops: list[dict[str, Any]] = [{"op": "test", "path": f"/metadata/labels/{_escape(n.L_CLAIMED)}", "value": ctx.uid}]
+    labels[n.L_CLAIMED] = ctx.uid
+    annotations = {**ctx.spec.pod.annotations, n.A_SAMPLE_ID: claim.sample, n.A_CLAIM: claim.wire(), n.A_CLAIMED_AT: now_iso}
+    annotations[n.A_GO] = "" if claim.ahead else c.GO_VALUE
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": ctx.uid},
+        {"op": "test", "path": f"/metadata/labels/{_escape(n.L_CLAIMED)}", "value": ""},
+    ]
     ops += [{"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v} for k, v in labels.items()]
     ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(k)}", "value": v} for k, v in annotations.items()]
-    ops.append({"op": "replace", "path": "/metadata/ownerReferences", "value": [ctx.owner_reference()]})
     deadline = m.pod_deadline(ctx.spec)
     if deadline and not claim.ahead:
         ops.append({"op": "add", "path": "/spec/activeDeadlineSeconds", "value": int(age) + 1 + deadline})
@@ -191,9 +195,9 @@ class PooledView:
     uid: str
     pool: str
     shape: str
-    claimed: str  # "" in the pool, else the claiming run's uid
-    claim: bool  # its claim annotation is set (the claim's last step was written)
-    claimed_at: float
+    claimed: str  # "" until the claim's last step, then the claiming run's uid
+    owner: str  # the uid of its controller: its pool's until a run's claim holds it
+    held: bool  # a run holds it (lock_patch) and has not claimed it yet
     phase: str
     ready: bool
     deleting: bool
@@ -206,24 +210,24 @@ class PooledView:
     @property
     def free(self) -> bool:
         """Claimable: in the pool, live and its agent waiting ready."""
-        return not self.claimed and self.live and self.ready
+        return not (self.claimed or self.held) and self.live and self.ready
 
 
 def parse_pooled(body: Mapping[str, Any]) -> PooledView:
     meta = body.get("metadata", {}) or {}
     labels = meta.get("labels", {}) or {}
-    annotations = meta.get("annotations", {}) or {}
-    status = body.get("status", {}) or {}
+    owner = next(iter(meta.get("ownerReferences") or []), None) or {}
+    claimed = labels.get(n.L_CLAIMED, "")
     return PooledView(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         pool=labels.get(n.L_POOL, ""),
         shape=labels.get(n.L_SHAPE, ""),
-        claimed=labels.get(n.L_CLAIMED, ""),
-        claim=bool(annotations.get(n.A_CLAIM)),
-        claimed_at=parse_time(annotations.get(n.A_CLAIMED_AT)),
-        phase=status.get("phase", "Pending"),
-        ready=pod_ready(status),
+        claimed=claimed,
+        owner=owner.get("uid", ""),
+        held=not claimed and owner.get("kind") != POOL_KIND,
+        phase=(body.get("status", {}) or {}).get("phase", "Pending"),
+        ready=pod_ready(body.get("status", {}) or {}),
         deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
     )
@@ -240,27 +244,32 @@ class PoolPlan:
     delete: list[str] = field(default_factory=list)
     status: GdpvalPoolStatus = field(default_factory=GdpvalPoolStatus)
     wake_at: list[float] = field(default_factory=list)
+    held_since: dict[str, float] = field(default_factory=dict)  # held pods, when the pool first saw each held
 
 
-def decide_pool(spec: GdpvalPoolSpec, generation: int, shape_id: str, pods: Sequence[PooledView], creating: int, now: float) -> PoolPlan:
+def decide_pool(
+    spec: GdpvalPoolSpec, generation: int, shape_id: str, pods: Sequence[PooledView], creating: int, now: float, held_since: Mapping[str, float]
+) -> PoolPlan:
     """Keep `spec.size` unclaimed live pods of the current shape: replace ended ones, drop those of an old shape and
-    the extras (not-ready first), delete half-made claims; `creating` pods were asked for and not seen yet."""
+    the extras (not-ready first), delete half-made claims; `creating` pods were asked for and not seen yet. A held pod
+    is timed from when a pass first saw it held (`held_since`, this process's memory): a restart only waits longer."""
     plan = PoolPlan()
-    unclaimed = [p for p in pods if not p.claimed and p.live]
+    unclaimed = [p for p in pods if not (p.claimed or p.held) and p.live]
     current = sorted((p for p in unclaimed if p.shape == shape_id), key=lambda p: (p.ready, p.created))
     plan.delete += [p.name for p in pods if not p.claimed and not p.live and not p.deleting]
     plan.delete += [p.name for p in unclaimed if p.shape != shape_id]
     extra = len(current) + creating - spec.size
     plan.delete += [p.name for p in current[: max(extra, 0)]]
     for p in pods:
-        if p.claimed and not p.claim and p.live:
-            if now - p.claimed_at >= HALF_CLAIM_SECONDS:
+        if p.held and p.live:
+            since = plan.held_since[p.name] = held_since.get(p.name, now)
+            if now - since >= HALF_CLAIM_SECONDS:
                 plan.delete.append(p.name)
             else:
-                plan.wake_at.append(p.claimed_at + HALF_CLAIM_SECONDS)
+                plan.wake_at.append(since + HALF_CLAIM_SECONDS)
     kept = current[max(extra, 0) :]
     plan.create = min(max(spec.size - len(kept) - creating, 0), MAX_POOL_CREATES)
-    claimed = sum(1 for p in pods if p.claimed and p.claim and p.live)
+    claimed = sum(1 for p in pods if p.claimed and p.live)
     ready = sum(p.ready for p in kept)
     plan.status = GdpvalPoolStatus(observed_generation=generation, shape=shape_id, size=spec.size, ready=ready, starting=len(kept) - ready, claimed=claimed)
     if plan.create < spec.size - len(kept) - creating:
