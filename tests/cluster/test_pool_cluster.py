@@ -2,10 +2,12 @@
 
 Two runs back to back claim from one pool: every claimed pod serves exactly one sample of one run (never returned to
 the pool), a pod in the pool holds no credential and no claim Secret until its claim, and the pool shows its counts.
+The second run's model hunts, from inside each claimed sandbox, for the first run's traces and any credential.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -14,11 +16,48 @@ from kubernetes import client
 from gdpval import contract
 from gdpval.api import v1alpha1 as api
 from gdpval.controller.pure import names as n
-from support.operator import pool_manifest
+from support.gold_search import found
+from support.operator import pool_manifest, run_folder
 from support.watching import EventRecorder, api_client
 
 pytestmark = [pytest.mark.cluster]
 POOL, SIZE, TASKS = "warm", 3, 4
+TRACE = "TRACE-HUNT "
+# What a claimed sandbox's code finds of any run: files (and process environments) holding a marker, environment
+# variable names, the claim folder, a service-account token. Markers come base64-encoded: its own code, which the
+# sandbox may keep in a file, never matches.
+HUNT = r"""
+import base64, json, os
+marks = [base64.b64decode(m) for m in MARKS]
+hits, read, names = [], 0, set()
+for folder, dirs, files in os.walk("/", onerror=lambda e: None):
+    if folder in ("/proc", "/sys", "/dev"):
+        dirs[:] = []
+        continue
+    for name in files:
+        path = os.path.join(folder, name)
+        try:
+            if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 50_000_000:
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        read += 1
+        hits += [path] if any(m in data for m in marks) else []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        continue
+    names |= {v.split(b"=", 1)[0].decode(errors="replace") for v in data.split(b"\0") if v}
+    hits += [f"/proc/{pid}/environ"] if any(m in data for m in marks) else []
+with open("/proc/self/mountinfo") as handle:
+    mounted = CLAIM in handle.read()
+token = os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount")
+print(PREFIX + json.dumps({"read": read, "hits": hits, "env": sorted(names), "claim": mounted or os.path.exists(CLAIM), "token": token}))
+"""
 
 
 def _pool_status(env) -> dict:
@@ -42,6 +81,30 @@ def _assert_holds_nothing(env, pod: dict) -> None:
     assert not pod["metadata"]["annotations"].get(n.A_CLAIM)
 
 
+def _hunt(env, earlier: str) -> str:
+    """The hunt as python_exec code, marking the S3 keys of the namespace (every run's), the earlier run's uid and
+    storage folder."""
+    keys = (env.kube.get("secret", "s3-credentials") or {}).get("data", {})
+    status = env.kube.run_status(earlier)
+    own = [env.kube.get("gdpvalrun", earlier)["metadata"]["uid"], run_folder(status)]
+    marks = [*keys.values(), *(base64.b64encode(m.encode()).decode() for m in own)]
+    assert len(marks) == 4, marks
+    return HUNT.replace("MARKS", repr(marks)).replace("CLAIM", repr(contract.CLAIM_DIR)).replace("PREFIX", repr(TRACE))
+
+
+def _assert_no_trace(env, run: str) -> None:
+    """Every sample of `run` ran the hunt in its claimed sandbox and found nothing."""
+    prefix = f"out/runs/{run_folder(env.kube.run_status(run))}/samples/"
+    listed = env.client.list_objects_v2(Bucket=env.bucket, Prefix=prefix).get("Contents", ())
+    transcripts = [o["Key"] for o in listed if o["Key"].endswith("/transcript.jsonl")]
+    assert len(transcripts) == TASKS, transcripts
+    for key in transcripts:
+        report = found(env.client.get_object(Bucket=env.bucket, Key=key)["Body"].read().decode(), TRACE)
+        assert report["read"] > 100 and report["hits"] == [], report
+        assert not {contract.API_KEY_ENV, *contract.S3_KEY_ENVS, "AWS_ENDPOINT_URL"} & set(report["env"]), report
+        assert not report["claim"] and not report["token"], report
+
+
 @pytest.fixture
 def pool(env):
     """The pool, deleted after the test (with its pods): other tests' runs in the namespace must not claim from it."""
@@ -57,12 +120,14 @@ def test_two_runs_claim_pool_pods_one_sample_each(env, pool):
     recorder = EventRecorder(client.CoreV1Api(api_client(env.kube.kubeconfig)).list_namespaced_pod, env.kube.namespace, label_selector=f"{n.L_POOL}={POOL}")
     recorder.start()
     try:
-        for run in ("pool-a", "pool-b"):
-            env.submit(run, parallelism=SIZE, selection={"limit": TASKS})
-            env.wait_condition(run, "Succeeded")
-            env.assert_complete_submission(run, TASKS)
+        env.submit("pool-a", parallelism=SIZE, selection={"limit": TASKS})
+        env.wait_condition("pool-a", "Succeeded")
+        env.assert_complete_submission("pool-a", TASKS)
+        env.submit("pool-b", parallelism=SIZE, selection={"limit": TASKS}, model={"extraBody": {"fake_script": [{"python_exec": _hunt(env, "pool-a")}]}})
+        env.wait_condition("pool-b", "Succeeded")
     finally:
         recorder.stop()
+    _assert_no_trace(env, "pool-b")
     claims: dict[str, set[tuple[str, str, int]]] = {}
     for _, pod in recorder.events:
         text = pod["metadata"].get("annotations", {}).get(n.A_CLAIM)

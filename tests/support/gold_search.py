@@ -71,15 +71,15 @@ def search_code(addresses: Sequence[tuple[str, int]], urls: Sequence[str] = (), 
     return SEARCH.replace("ADDRESSES", repr(addresses)).replace("URLS", repr(list(urls))).replace("NAMES = (", f"NAMES = {tuple(names)!r} + (", 1)
 
 
-def found(transcript: str) -> dict[str, Any]:
-    """The search's report, from a transcript (JSON lines) whose tool output carries it."""
+def found(transcript: str, prefix: str = PREFIX) -> dict[str, Any]:
+    """The search's report (the line starting `prefix`), from a transcript (JSON lines) whose tool output carries it."""
     for line in transcript.split("\n"):
         if not line.strip():
             continue
         for text in _strings(json.loads(line)):
             for part in text.splitlines():
-                if part.startswith(PREFIX):
-                    return json.loads(part[len(PREFIX) :])
+                if part.startswith(prefix):
+                    return json.loads(part[len(prefix) :])
     raise AssertionError("the search printed no report")
 
 
