@@ -16,7 +16,7 @@ from kubernetes import client
 from gdpval import contract
 from gdpval.api import v1alpha1 as api
 from gdpval.controller.pure import names as n
-from support.gold_search import found
+from support.gold_search import WALK, found
 from support.operator import pool_manifest, run_folder
 from support.watching import EventRecorder, api_client
 
@@ -26,23 +26,14 @@ TRACE = "TRACE-HUNT "
 # What a claimed sandbox's code finds of any run: files (and process environments) holding a marker, environment
 # variable names, the claim folder, a service-account token. Markers come base64-encoded: its own code, which the
 # sandbox may keep in a file, never matches.
-HUNT = r"""
-import base64, json, os
+HUNT = (
+    WALK
+    + r"""
+import base64, json
 marks = [base64.b64decode(m) for m in MARKS]
 hits, read, names = [], 0, set()
-for folder, dirs, files in os.walk("/", onerror=lambda e: None):
-    if folder in ("/proc", "/sys", "/dev"):
-        dirs[:] = []
-        continue
-    for name in files:
-        path = os.path.join(folder, name)
-        try:
-            if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 50_000_000:
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
+for path, data in walked("/", 50_000_000):
+    if data is not None:
         read += 1
         hits += [path] if any(m in data for m in marks) else []
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -58,6 +49,7 @@ with open("/proc/self/mountinfo") as handle:
 token = os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount")
 print(PREFIX + json.dumps({"read": read, "hits": hits, "env": sorted(names), "claim": mounted or os.path.exists(CLAIM), "token": token}))
 """
+)
 
 
 def _pool_status(env) -> dict:

@@ -13,8 +13,29 @@ from collections.abc import Sequence
 from typing import Any
 
 PREFIX = "GOLD-SEARCH "
-SEARCH = r"""
-import json, os, socket, sys, urllib.request, zipfile
+# Shared by the searches a sandbox runs: every entry under a root but /proc, /sys and /dev, with the bytes of each
+# regular file up to `limit` (None for folders, links, devices, larger or unreadable files).
+WALK = r"""
+import os
+def walked(root, limit):
+    for folder, dirs, files in os.walk(root, onerror=lambda e: None):
+        if folder in ("/proc", "/sys", "/dev"):
+            dirs[:] = []
+            continue
+        for name in dirs + files:
+            path, data = os.path.join(folder, name), None
+            try:
+                if name in files and not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) <= limit:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+            except OSError:
+                pass
+            yield path, data
+"""
+SEARCH = (
+    WALK
+    + r"""
+import json, socket, sys, urllib.request, zipfile
 MARK = ("GOLD" + "-ANSWER").encode()
 NAMES = ("judge" + "-only", "gold" + ".json", "judge" + "-calls")
 root, addresses, urls = sys.argv[1] if len(sys.argv) > 1 else "/", ADDRESSES, URLS
@@ -29,20 +50,9 @@ def carries(path, data):
             return any(MARK in archive.read(i) for i in archive.infolist() if i.file_size < 20_000_000)
     except Exception:
         return False
-for folder, dirs, files in os.walk(root, onerror=lambda e: None):
-    if folder in ("/proc", "/sys", "/dev"):
-        dirs[:] = []
-        continue
-    names += [os.path.join(folder, n) for n in dirs + files if n in NAMES]
-    for name in files:
-        path = os.path.join(folder, name)
-        try:
-            if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 200_000_000:
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
+for path, data in walked(root, 200_000_000):
+    names += [path] if os.path.basename(path) in NAMES else []
+    if data is not None:
         read += 1
         if carries(path, data):
             hits.append(path)
@@ -63,6 +73,7 @@ for url in urls:
         pass
 print("GOLD-SEARCH " + json.dumps({"read": read, "hits": hits, "names": names, "answered": answered, "fetched": fetched}))
 """
+)
 
 
 def search_code(addresses: Sequence[tuple[str, int]], urls: Sequence[str] = (), names: Sequence[str] = ()) -> str:
