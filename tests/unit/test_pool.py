@@ -9,7 +9,6 @@ from gdpval import contract
 from gdpval.api.v1alpha1 import GdpvalPoolSpec, GdpvalRunSpec, PodDefaults
 from gdpval.controller.pure import manifests, pool
 from gdpval.controller.pure import names as n
-from gdpval.controller.pure.observe import iso
 
 IMAGES = ("agent:1", "sandbox:1")
 RUN = {"model": {"name": "m", "baseURL": "http://10.0.0.1:8000/v1"}, "output": {"url": "s3://b/out", "endpoint": "http://10.0.0.2:9000"}}
@@ -68,7 +67,7 @@ def test_the_claim_takes_a_free_pod_once_and_makes_it_the_runs_sample_pod():
     ], "taken only from its pool; a second claimer's test fails on the run's uid"
     assert not any("/labels/" in op["path"] or "/annotations/" in op["path"] or "/spec/" in op["path"] for op in lock), "the kubelet does not sync on it"
     claim = pool.claim_of(ctx, "id1", "task-1-r0", 2, False, {})
-    ops = pool.claim_patch(ctx, claim, 42.5, iso(100.0))
+    ops = pool.claim_patch(ctx, claim, 42.5)
     assert ops[:2] == [
         {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "run-uid"},
         {"op": "test", "path": "/metadata/labels/gdpval.io~1claimed", "value": ""},
@@ -82,7 +81,7 @@ def test_the_claim_takes_a_free_pod_once_and_makes_it_the_runs_sample_pod():
     assert deadline == 43 + manifests.pod_deadline(ctx.spec), "the deadline counts from the pod's start, as a go's does"
     wired = contract.Claim.parse(next(op for op in ops if op["path"].endswith("gdpval.io~1claim"))["value"])
     assert wired == claim and wired.run == ctx.storage_name and wired.endpoint == "http://10.0.0.2:9000"
-    ahead = pool.claim_patch(ctx, pool.claim_of(ctx, "id2", "t", 1, True, {}), 1, iso(100.0))
+    ahead = pool.claim_patch(ctx, pool.claim_of(ctx, "id2", "t", 1, True, {}), 1)
     assert not any(op["path"] == "/spec/activeDeadlineSeconds" for op in ahead), "a claim ahead of its turn gets its deadline with its go"
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from gdpval.controller.effects.kube import Kube
 from gdpval.controller.pure import pool
 from gdpval.controller.pure.manifests import RunContext
-from gdpval.controller.pure.observe import iso
 from gdpval.controller.pure.pool import PooledView
 
 log = logging.getLogger("gdpval.operator")
@@ -49,7 +48,7 @@ class Claimer:
             if refused:
                 log.warning("run %s/%s: the claim Secret of pool pod %s was refused (%s); the pool deletes the pod", ctx.namespace, ctx.name, pod.name, refused)
                 return None
-            if self.kube.claim_step(ctx.namespace, pod.name, pool.claim_patch(ctx, claim, now - pod.created, iso(now))):
+            if self.kube.claim_step(ctx.namespace, pod.name, pool.claim_patch(ctx, claim, now - pod.created)):
                 log.info("run %s/%s: %s attempt %d claimed pool pod %s", ctx.namespace, ctx.name, sample, attempt, pod.name)
                 return pod.name
             log.warning("run %s/%s: pool pod %s went before its claim was complete; the pool deletes it", ctx.namespace, ctx.name, pod.name)

@@ -26,13 +26,12 @@ L_ATTEMPT = f"{GROUP}/attempt"
 L_NETWORK = f"{GROUP}/network"
 L_POOL = f"{GROUP}/pool"  # a pooled pod's pool, kept once claimed (the pool counts its claimed pods)
 L_SHAPE = f"{GROUP}/pool-shape"  # the hash of a pooled pod's shape: a run claims only pods of its own shape
-L_CLAIMED = f"{GROUP}/claimed"  # "" while in the pool; the claiming run's uid from the claim's first step
+L_CLAIMED = f"{GROUP}/claimed"  # "" while in the pool (held by a run or not); the claiming run's uid from its claim
 
 # Annotations: full values that may not fit a label.
 A_SAMPLE_ID = f"{GROUP}/sample-id"
 A_GO = f"{GROUP}/go"  # a pod started ahead: "" while it waits for its turn, contract.GO_VALUE once given
 A_CLAIM = f"{GROUP}/claim"  # a pooled pod: "" in the pool, the claim (JSON, no secret) once claimed
-A_CLAIMED_AT = f"{GROUP}/claimed-at"  # a pooled pod: when the claim's first step took it (a claim left halfway is cleared)
 
 # kopf's own storage, under our group.
 FINALIZER = f"{GROUP}/finalizer"

@@ -93,7 +93,7 @@ def pooled_pod(ctx: m.RunContext, shape_id: str, suffix: str) -> dict[str, Any]:
         n.L_SHAPE: shape_id,
         n.L_CLAIMED: "",
     }
-    annotations = {**ctx.spec.pod.annotations, n.A_CLAIM: "", n.A_CLAIMED_AT: "", n.A_GO: ""}
+    annotations = {**ctx.spec.pod.annotations, n.A_CLAIM: "", n.A_GO: ""}
     name = n.pool_pod_prefix(ctx.name) + suffix
     meta = {"name": name, "namespace": ctx.namespace, "labels": labels, "annotations": annotations, "ownerReferences": [ctx.owner_reference()]}
     spec = m.pod_spec(ctx, [_agent(ctx, res["agent"])], [*m.sample_volumes(ctx), _claim_volume(name)], sample=True)
@@ -165,7 +165,7 @@ def claim_of(ctx: m.RunContext, claim_id: str, sample: str, attempt: int, ahead:
     )
 
 
-def claim_patch(ctx: m.RunContext, claim: Claim, age: float, now_iso: str) -> list[dict[str, Any]]:
+def claim_patch(ctx: m.RunContext, claim: Claim, age: float) -> list[dict[str, Any]]:
     """The claim's last step, the one the kubelet sees: the pod becomes the run's sample pod, as sample_pod would
     have made it, only while this run holds it and nothing claimed it. Kueue's labels stay the pool's (the pod was
     admitted under them); a claim made ahead of its turn waits for its go."""
@@ -173,8 +173,7 @@ def claim_patch(ctx: m.RunContext, claim: Claim, age: float, now_iso: str) -> li
     labels |= n.base_labels(ctx.name, ctx.uid, n.COMPONENT_SAMPLE)
     labels |= {n.L_SAMPLE: n.label_value(claim.sample), n.L_ATTEMPT: str(claim.attempt), n.L_NETWORK: "true" if ctx.spec.sandbox.network else "false"}
     labels[n.L_CLAIMED] = ctx.uid
-    annotations = {**ctx.spec.pod.annotations, n.A_SAMPLE_ID: claim.sample, n.A_CLAIM: claim.wire(), n.A_CLAIMED_AT: now_iso}
-    annotations[n.A_GO] = "" if claim.ahead else c.GO_VALUE
+    annotations = {**ctx.spec.pod.annotations, n.A_SAMPLE_ID: claim.sample, n.A_CLAIM: claim.wire(), n.A_GO: "" if claim.ahead else c.GO_VALUE}
     ops: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": ctx.uid},
         {"op": "test", "path": f"/metadata/labels/{_escape(n.L_CLAIMED)}", "value": ""},
@@ -217,6 +216,7 @@ def parse_pooled(body: Mapping[str, Any]) -> PooledView:
     meta = body.get("metadata", {}) or {}
     labels = meta.get("labels", {}) or {}
     owner = next(iter(meta.get("ownerReferences") or []), None) or {}
+    status = body.get("status", {}) or {}
     claimed = labels.get(n.L_CLAIMED, "")
     return PooledView(
         name=meta.get("name", ""),
@@ -226,8 +226,8 @@ def parse_pooled(body: Mapping[str, Any]) -> PooledView:
         claimed=claimed,
         owner=owner.get("uid", ""),
         held=not claimed and owner.get("kind") != POOL_KIND,
-        phase=(body.get("status", {}) or {}).get("phase", "Pending"),
-        ready=pod_ready(body.get("status", {}) or {}),
+        phase=status.get("phase", "Pending"),
+        ready=pod_ready(status),
         deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
     )
