@@ -6,7 +6,7 @@ process, the scripted fake model behind a recorder. The recorder forwards every 
 when each pod IP first connects; a pod's figure is that time minus when its ADDED event arrived.
 Uses the cluster as the tests do: brought up if it is down (never stopped), under the users' shared lock.
 
-Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--ahead N] [--pool N] [--images AGENT SANDBOX] [--floor] --json
+Usage: .venv/bin/python bench/pod_startup.py --samples 50 [--parallelism 5] [--ahead N] [--pool N [--pool-starting M]] [--images AGENT SANDBOX] [--floor] --json
 
 `--ahead N` runs the run twice in one invocation (same cluster, MinIO, model and images), first as is,
 then with `spec.samples.startAhead: N`: a pod started ahead of its turn is timed from its go (the watch
@@ -18,7 +18,8 @@ imported images instead of building this tree's (a before/after pair side by sid
 instead: trivial pods (the sandbox image's bash opening one connection to the recorder) created -> that
 connection, in waves of `--parallelism`. `--pool N` adds a path in which a GdpvalPool of N pods is made ready
 first, then two runs of `--samples` run back to back claiming from it: a claimed pod counts from the watch event
-that shows its claim, a pod the run had to create beside the pool (none free) from its creation.
+that shows its claim, a pod the run had to create beside the pool (none free) from its creation; `--pool-starting M`
+adds the same path with the pool's refill paced to M pods starting at once (`spec.maxStarting`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from support.standins import make_standin_dataset, sample_dataset_path  # noqa: 
 
 SAMPLE_TASKS = 12
 SLOW_GO_S = 2.0  # a pod started ahead this long from its go to its first request is listed with its steps
-POOL_KEY = "__pool"  # in a path's spec.samples overrides: the pool's size (taken out before the run's spec)
+POOL_KEY = "__pool"  # in a path's spec.samples overrides: the pool's spec (taken out before the run's spec)
 
 
 class Recorder(socketserver.ThreadingTCPServer):
@@ -186,7 +187,9 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if args.ahead:
             paths[f"startAhead {args.ahead}"] = {"startAhead": args.ahead}
         if args.pool:
-            paths[f"pool {args.pool}"] = {POOL_KEY: args.pool}
+            paths[f"pool {args.pool}"] = {POOL_KEY: {"size": args.pool}}
+            for bound in args.pool_starting:
+                paths[f"pool {args.pool}, maxStarting {bound}"] = {POOL_KEY: {"size": args.pool, "maxStarting": bound}}
         with MinioServer(host=cluster.node_ip) as minio, start_background() as model:
             recorder = Recorder(cluster.node_ip, ("127.0.0.1", model.port))
             threading.Thread(target=recorder.serve_forever, daemon=True).start()
@@ -230,11 +233,11 @@ def one_path(
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
         return report(args, seen, recorder, {"state": "floor"}, images)
     operator = OperatorProcess(str(cluster.kubeconfig), namespace, *images, workdir).start()
-    pool = samples.pop(POOL_KEY, 0)
+    pool = samples.pop(POOL_KEY, {})
     try:
         if pool:
-            kube.apply(pool_manifest("bench", namespace, images=images, size=pool))
-            kube.wait_for(lambda: ((kube.get("gdpvalpool", "bench") or {}).get("status") or {}).get("ready") == pool, args.timeout, "the pool ready", 0.5)
+            kube.apply(pool_manifest("bench", namespace, images=images, **pool))
+            kube.wait_for(lambda: _pool_status(kube).get("ready") == pool["size"], args.timeout, "the pool ready", 0.5)
         names = ["startup-1", "startup-2"] if pool else ["startup"]  # two runs back to back share the pool
         statuses = [_one_run(args, kube, cluster, minio, recorder, bucket, images, samples, name, operator) for name in names]
     finally:
@@ -242,6 +245,10 @@ def one_path(
         operator.stop()
         kube.run("delete", "namespace", namespace, "--wait=false", check=False)
     return report(args, seen, recorder, statuses[-1], images, runs=len(names))
+
+
+def _pool_status(kube: Kube) -> dict[str, Any]:
+    return (kube.get("gdpvalpool", "bench") or {}).get("status") or {}
 
 
 def _one_run(args, kube, cluster, minio, recorder, bucket, images, samples, name: str, operator) -> dict[str, Any]:
@@ -337,6 +344,9 @@ def main() -> None:
     parser.add_argument("--ahead", type=int, default=0, help="also run with spec.samples.startAhead N, a pod started ahead timed from its go")
     parser.add_argument("--ahead-only", action="store_true", help="with --ahead: only the run with pods started ahead")
     parser.add_argument("--pool", type=int, default=0, help="also run two runs back to back claiming from a GdpvalPool of size N")
+    parser.add_argument(
+        "--pool-starting", type=int, action="append", default=[], metavar="M", help="with --pool: also a pool path with spec.maxStarting M (repeatable)"
+    )
     parser.add_argument("--floor", action="store_true", help="trivial pods instead of a run: Kubernetes' own part of the figure")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -133,3 +133,13 @@ def test_the_pool_keeps_its_size_replaces_old_shapes_and_clears_half_claims():
     assert pool.decide_pool(spec, 4, "s", pods, 1, 0, {}).create == 0, "pods asked for and not seen yet count"
     shrunk = pool.decide_pool(GdpvalPoolSpec(size=1), 5, "s", [view("r1", created=1), view("r2", created=2), view("s1", ready=False)], 0, 0, {})
     assert shrunk.delete == ["s1", "r1"] and shrunk.create == 0, "a smaller pool drops the pods not ready first, then the newest ready"
+
+
+def test_a_paced_pool_starts_at_most_max_starting_pods_at_once():
+    spec = GdpvalPoolSpec(size=10, max_starting=3)
+    starting = [view("r1"), view("s1", ready=False)]
+    plan = pool.decide_pool(spec, 1, "s", starting, 1, 0, {})
+    assert plan.create == 1 and plan.wake_at == [], "one not ready and one being created of three: a pod's readiness wakes the next pass"
+    assert pool.decide_pool(spec, 1, "s", [*starting, view("s2", ready=False)], 1, 0, {}).create == 0
+    assert pool.decide_pool(GdpvalPoolSpec(size=10), 1, "s", starting, 1, 0, {}).create == 7, "no bound by default"
+    assert pool.decide_pool(GdpvalPoolSpec(size=50), 1, "s", [], 0, 0, {}).wake_at == [0], "over a pass's bound: the rest at once"

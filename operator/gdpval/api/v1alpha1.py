@@ -449,6 +449,13 @@ class GdpvalPoolSpec(SettingsModel):
     pod's shape, status.shape) claims one instead of creating its own; a claimed pod serves one sample, then goes."""
 
     size: int = Field(default=0, ge=0, le=500, description="Unclaimed pods kept started; each holds its requests (and its Kueue quota) while it waits.")
+    max_starting: int = Field(
+        default=0,
+        ge=0,
+        le=500,
+        description="Pool pods starting at once (created, not ready yet) at most; 0: no bound. As maxSurge paces a "
+        "Deployment, a bound keeps a refill from taking a small node's CPU from the claimed pods beside it.",
+    )
     images: ImagesSpec = Field(default_factory=ImagesSpec, json_schema_extra={"default": defaults_of(ImagesSpec)})
     sandbox: SandboxSettings = Field(
         default_factory=SandboxSettings,

@@ -268,10 +268,18 @@ def decide_pool(
             else:
                 plan.wake_at.append(since + HALF_CLAIM_SECONDS)
     kept = current[max(extra, 0) :]
-    plan.create = min(max(spec.size - len(kept) - creating, 0), MAX_POOL_CREATES)
-    claimed = sum(1 for p in pods if p.claimed and p.live)
     ready = sum(p.ready for p in kept)
+    wanted = _paced(spec, spec.size - len(kept) - creating, len(kept) - ready + creating)
+    plan.create = min(wanted, MAX_POOL_CREATES)
+    claimed = sum(1 for p in pods if p.claimed and p.live)
     plan.status = GdpvalPoolStatus(observed_generation=generation, shape=shape_id, size=spec.size, ready=ready, starting=len(kept) - ready, claimed=claimed)
-    if plan.create < spec.size - len(kept) - creating:
-        plan.wake_at.append(now)
+    if plan.create < wanted:
+        plan.wake_at.append(now)  # the rest in the next pass; a pod's readiness wakes the pool for a paced one
     return plan
+
+
+def _paced(spec: GdpvalPoolSpec, missing: int, starting: int) -> int:
+    """Pods to create for `missing` ones while `starting` are not ready yet, within spec.maxStarting (0: no bound)."""
+    if spec.max_starting:
+        missing = min(missing, spec.max_starting - starting)
+    return max(missing, 0)
