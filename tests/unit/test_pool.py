@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gdpval import contract
 from gdpval.api.v1alpha1 import GdpvalPoolSpec, GdpvalRunSpec, PodDefaults
+from gdpval.controller.effects.claims import Claimer
 from gdpval.controller.pure import manifests, pool
 from gdpval.controller.pure import names as n
 
@@ -143,3 +144,12 @@ def test_a_paced_pool_starts_at_most_max_starting_pods_at_once():
     assert pool.decide_pool(spec, 1, "s", [*starting, view("s2", ready=False)], 1, 0, {}).create == 0
     assert pool.decide_pool(GdpvalPoolSpec(size=10), 1, "s", starting, 1, 0, {}).create == 7, "no bound by default"
     assert pool.decide_pool(GdpvalPoolSpec(size=50), 1, "s", [], 0, 0, {}).wake_at == [0], "over a pass's bound: the rest at once"
+
+
+def test_the_claimer_offers_a_pod_once_and_forgets_it_when_the_watch_does():
+    shown = {"ns": [view("a", created=1), view("b", created=2)], "other": [view("a", created=1)]}
+    claimer = Claimer(kube=None, pool_pods=lambda namespace: shown[namespace])  # type: ignore[arg-type]
+    assert [claimer._next("ns", "s").name, claimer._next("ns", "s").name, claimer._next("ns", "s")] == ["a", "b", None]
+    assert claimer._next("other", "s").name == "a", "a name taken in one namespace is free in another"
+    shown["ns"] = [view("c", created=3)]
+    assert claimer._next("ns", "s").name == "c" and claimer.taken["ns"] == {"c"}, "pods gone from the watch are forgotten"

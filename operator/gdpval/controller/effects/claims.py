@@ -24,15 +24,17 @@ class Claimer:
     def __init__(self, kube: Kube, pool_pods: PoolPods = lambda namespace: ()):
         self.kube = kube
         self.pool_pods = pool_pods
-        self.taken: set[str] = set()
+        self.taken: dict[str, set[str]] = {}  # namespace -> pods offered once, kept while the watch still shows them
         self.lock = threading.Lock()
 
     def _next(self, namespace: str, shape_id: str) -> PooledView | None:
         with self.lock:
-            free = pool.candidates(self.pool_pods(namespace), shape_id, self.taken)
+            pods = self.pool_pods(namespace)
+            taken = self.taken[namespace] = self.taken.get(namespace, set()) & {p.name for p in pods}
+            free = pool.candidates(pods, shape_id, taken)
             if not free:
                 return None
-            self.taken.add(free[0].name)
+            taken.add(free[0].name)
             return free[0]
 
     def claim(
