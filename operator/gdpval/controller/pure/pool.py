@@ -269,10 +269,11 @@ def decide_pool(
                 plan.wake_at.append(since + HALF_CLAIM_SECONDS)
     kept = current[max(extra, 0) :]
     ready = sum(p.ready for p in kept)
-    wanted = _paced(spec, spec.size - len(kept) - creating, len(kept) - ready + creating)
+    starting = len(kept) - ready
+    wanted = _paced(spec, spec.size - len(kept) - creating, starting + creating)
     plan.create = min(wanted, MAX_POOL_CREATES)
     claimed = sum(1 for p in pods if p.claimed and p.live)
-    plan.status = GdpvalPoolStatus(observed_generation=generation, shape=shape_id, size=spec.size, ready=ready, starting=len(kept) - ready, claimed=claimed)
+    plan.status = GdpvalPoolStatus(observed_generation=generation, shape=shape_id, size=spec.size, ready=ready, starting=starting, claimed=claimed)
     if plan.create < wanted:
         plan.wake_at.append(now)  # the rest in the next pass; a pod's readiness wakes the pool for a paced one
     return plan
